@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: Apache-2.0
+# One command from a fresh clone: `make test` creates .venv (once; re-runs only when requirements.lock
+# changes) and runs the whole CPU suite. Package downloads are cached by pip (~/.cache/pip).
+
+SHELL := /bin/bash
+VENV ?= .venv
+# python3.12 on PATH, else a pyenv-installed 3.12 (pyenv shims can exist without a selected version).
+PYTHON ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12; do \
+             $$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv test bench-reference clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock
+	@test -n "$(PYTHON)" || { echo "error: python3.12 not found (install it, or pass PYTHON=/path/to/python3.12)"; exit 1; }
+	@echo "==> creating $(VENV) with $(PYTHON)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	@# Put code/ on the venv's import path (the port keeps tt-metal's models.* namespace layout).
+	echo "$(CURDIR)/code" > $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gr00t_p150_code.pth
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench-reference: $(STAMP)
+	$(PY) code/scripts/bench_reference.py
+
+clean-venv:
+	rm -rf $(VENV)
