@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Lazy access to a Hugging Face style safetensors checkpoint (index + shards).
+
+Only the JSON headers are read up front, so names, shapes and stored dtypes are known without
+loading a byte of weights; tensors are read on demand. Errors name the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from .errors import CheckpointError
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    file: Path
+
+
+def read_safetensors_header(path: Path) -> dict[str, TensorInfo]:
+    """Parse a safetensors header (8-byte little-endian length + JSON) without reading weights."""
+    try:
+        with path.open("rb") as fh:
+            raw_len = fh.read(8)
+            if len(raw_len) != 8:
+                raise CheckpointError(f"{path}: not a safetensors file (too short)")
+            (n,) = struct.unpack("<Q", raw_len)
+            if n > 100_000_000:
+                raise CheckpointError(f"{path}: not a safetensors file (header length {n})")
+            header = json.loads(fh.read(n))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: unreadable safetensors header ({exc})") from None
+    infos = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(entry.get("dtype"))
+        if dtype is None:
+            raise CheckpointError(f"{path}: tensor {name!r} has unsupported dtype {entry.get('dtype')!r}")
+        infos[name] = TensorInfo(name, tuple(entry["shape"]), dtype, path)
+    return infos
+
+
+class LazyCheckpoint:
+    """Names, shapes and dtypes of every tensor in a checkpoint directory; tensors load on demand."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise CheckpointError(f"{self.directory}: checkpoint directory not found")
+        self._infos: dict[str, TensorInfo] = {}
+        index_path = self.directory / INDEX_FILE
+        if index_path.is_file():
+            self._read_index(index_path)
+        elif (self.directory / SINGLE_FILE).is_file():
+            self._infos = read_safetensors_header(self.directory / SINGLE_FILE)
+        else:
+            raise CheckpointError(f"{self.directory}: neither {INDEX_FILE} nor {SINGLE_FILE} found")
+
+    def _read_index(self, index_path: Path) -> None:
+        try:
+            weight_map = json.loads(index_path.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{index_path}: malformed index ({exc!r})") from None
+        for shard in sorted(set(weight_map.values())):
+            shard_path = self.directory / shard
+            if not shard_path.is_file():
+                raise CheckpointError(f"{index_path}: shard {shard} is listed but missing")
+            for name, info in read_safetensors_header(shard_path).items():
+                if weight_map.get(name) != shard:
+                    raise CheckpointError(f"{shard_path}: tensor {name!r} is not mapped to this shard by the index")
+                self._infos[name] = info
+        unresolved = sorted(set(weight_map) - set(self._infos))
+        if unresolved:
+            raise CheckpointError(f"{index_path}: {len(unresolved)} indexed tensors missing from their shards, e.g. {unresolved[0]!r}")
+
+    # ---- inventory ---------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._infos
+
+    def info(self, name: str) -> TensorInfo:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise CheckpointError(f"{self.directory}: tensor {name!r} not in checkpoint") from None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(_numel(i.shape) * i.dtype.itemsize for i in self._infos.values())
+
+    # ---- loading ---------------------------------------------------------------------------
+    def load(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        info = self.info(name)
+        with safe_open(str(info.file), framework="pt") as fh:
+            tensor = fh.get_tensor(name)
+        return tensor if dtype is None else tensor.to(dtype)
+
+    def load_many(self, names: Iterable[str], dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """Load several tensors, opening each shard once."""
+        by_file: dict[Path, list[str]] = {}
+        for name in names:
+            by_file.setdefault(self.info(name).file, []).append(name)
+        out = {}
+        for path, shard_names in by_file.items():
+            with safe_open(str(path), framework="pt") as fh:
+                for name in shard_names:
+                    t = fh.get_tensor(name)
+                    out[name] = t if dtype is None else t.to(dtype)
+        return out
+
+    def check_against(self, expected: Mapping[str, tuple[int, ...]], *, prefix: str = "", optional: Iterable[str] = ()) -> None:
+        """Raise one clear error when the checkpoint (under ``prefix``) and ``expected`` disagree.
+
+        ``expected`` maps names (without prefix) to shapes; ``optional`` are full names that may be
+        present in the checkpoint without being expected (e.g. a saved tied lm_head).
+        """
+        optional = set(optional)
+        have = {n[len(prefix):]: i for n, i in self._infos.items() if n.startswith(prefix) and n not in optional}
+        missing = [n for n in expected if n not in have]
+        unexpected = [n for n in have if n not in expected]
+        wrong = [(n, have[n].shape, s) for n, s in expected.items() if n in have and tuple(have[n].shape) != tuple(s)]
+        problems = []
+        if missing:
+            problems.append(f"{len(missing)} missing key(s), first {prefix + missing[0]!r}")
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected key(s), first {prefix + unexpected[0]!r}")
+        if wrong:
+            n, got, want = wrong[0]
+            problems.append(f"{len(wrong)} shape mismatch(es), first {prefix + n!r}: checkpoint {list(got)} vs model {list(want)}")
+        if problems:
+            raise CheckpointError(f"{self.directory}: " + "; ".join(problems))
+
+
+def load_module(module: torch.nn.Module, checkpoint: LazyCheckpoint, *, prefix: str = "",
+                dtype: torch.dtype = torch.float32, optional: Iterable[str] = ()) -> None:
+    """Load ``module`` from ``checkpoint`` strictly: every parameter and buffer key must be there with
+    the right shape, nothing extra (besides ``optional``). Works for modules built on the meta device
+    (tensors are assigned, not copied), so peak memory is one copy of the weights."""
+    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    checkpoint.check_against(expected, prefix=prefix, optional=optional)
+    state = checkpoint.load_many([prefix + k for k in expected], dtype=dtype)
+    module.load_state_dict({k[len(prefix):]: v for k, v in state.items()}, strict=True, assign=True)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One robot observation, checked against a layout before any model work.
+
+The JSON shape is the server's request: ``images`` {camera: base64 PNG/JPEG, or a list of them, one
+per frame}, ``state`` {group: [[floats]] (one time step) or [floats]}, ``instruction`` (text). Every
+problem raises ``InputError`` naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+from .layouts import Layout
+from .preprocessing import check_side, decode_image
+
+
+@dataclass(frozen=True)
+class Observation:
+    images: dict[str, list[np.ndarray]]  # camera → frames, each uint8 [H, W, 3]
+    state: dict[str, np.ndarray]  # group → float64 [dim]
+    instruction: str
+
+    def received_hw(self) -> dict[str, dict[str, Any]]:
+        return {cam: {"frames": len(frames), "received_hw": list(frames[0].shape[:2])} for cam, frames in self.images.items()}
+
+
+def _exact_keys(field: str, given: Any, expected: list[str], what: str) -> None:
+    if not isinstance(given, dict):
+        raise InputError(field, f"must be an object keyed by {what} {expected}")
+    unknown = [k for k in given if k not in expected]
+    if unknown:
+        raise InputError(f"{field}.{unknown[0]}", f"unknown {what}; this layout expects {expected}")
+    missing = [k for k in expected if k not in given]
+    if missing:
+        raise InputError(f"{field}.{missing[0]}", f"missing; this layout expects {expected}")
+
+
+def parse_state(state: Any, layout: Layout) -> dict[str, np.ndarray]:
+    _exact_keys("state", state, [n for n, _ in layout.state_groups], "state group")
+    out = {}
+    for name, dim in layout.state_groups:
+        field = f"state.{name}"
+        value = state[name]
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+            value = value[0]  # one time step, [[...]]
+        if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise InputError(field, f"must be a list of {dim} numbers (or [[{dim} numbers]] for one time step)")
+        if len(value) != dim:
+            raise InputError(field, f"has {len(value)} values; expected {dim}")
+        if not all(math.isfinite(v) for v in value):
+            raise InputError(field, "contains a non-finite value")
+        out[name] = np.asarray(value, dtype=np.float64)
+    return out
+
+
+def parse_images(images: Any, layout: Layout) -> dict[str, list[np.ndarray]]:
+    _exact_keys("images", images, list(layout.cameras), "camera")
+    out = {}
+    for cam in layout.cameras:
+        value = images[cam]
+        frames = value if isinstance(value, list) else [value]
+        if len(frames) != layout.frames_per_camera:
+            raise InputError(f"images.{cam}", f"has {len(frames)} frame(s); this layout takes exactly {layout.frames_per_camera}")
+        decoded = []
+        for i, frame in enumerate(frames):
+            field = f"images.{cam}" if layout.frames_per_camera == 1 else f"images.{cam}[{i}]"
+            if isinstance(frame, np.ndarray):  # already decoded (library use)
+                if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+                    raise InputError(field, "must be a uint8 [H, W, 3] RGB array")
+                check_side(field, frame.shape[0], frame.shape[1])
+                decoded.append(frame)
+            elif isinstance(frame, str):
+                decoded.append(decode_image(frame, field))
+            else:
+                raise InputError(field, "must be a base64-encoded PNG or JPEG string")
+        out[cam] = decoded
+    return out
+
+
+def parse_observation(data: Any, layout: Layout) -> Observation:
+    if not isinstance(data, dict):
+        raise InputError("observation", "must be a JSON object with images, state and instruction")
+    for key in ("images", "state", "instruction"):
+        if key not in data:
+            raise InputError(key, "missing")
+    instruction = data["instruction"]
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise InputError("instruction", "must be a non-empty string")
+    state = parse_state(data["state"], layout)
+    images = parse_images(data["images"], layout)
+    return Observation(images=images, state=state, instruction=instruction)

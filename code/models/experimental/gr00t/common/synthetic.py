@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Synthetic checkpoints in exactly the real snapshot's format, with deterministic random weights.
+
+A directory written here has what ``nvidia/GR00T-N1.5-3B`` has: ``config.json``, sharded
+``model-0000k-of-0000n.safetensors`` with the real tensor names and stored dtypes, the index, and
+``experiment_cfg/metadata.json`` with GR1 statistics and modalities. A ``SYNTHETIC.json`` marker says
+the weights are random, so nothing downstream can present them as a policy.
+
+Every tensor is drawn from its own generator seeded by (seed, name), so a tensor's values do not
+depend on which other tensors exist or on shard boundaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from .checkpoint import INDEX_FILE
+from .configs import Gr00tN15Config
+from .layouts import GR1, Layout
+from .weights import TensorSpec, n15_inventory
+
+SYNTHETIC_MARKER = "SYNTHETIC.json"
+METADATA_FILE = "experiment_cfg/metadata.json"
+DEFAULT_SHARD_BYTES = {"tiny": 16 * 2**20, "full": 5 * 10**9}  # HF's default max_shard_size is "5GB"
+GR1_RESOLUTION = (256, 256)  # [W, H] of the GR1 sim ego_view (spec §3.2)
+
+_NORM_SUFFIXES = ("norm.weight", "norm1.weight", "norm2.weight", "norm3.weight", "layernorm.weight",
+                  "layer_norm1.weight", "layer_norm2.weight", "vlln.weight", "q_norm.weight", "k_norm.weight")
+
+
+def tensor_seed(seed: int, name: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def random_tensor(spec: TensorSpec, seed: int) -> torch.Tensor:
+    """Draw one tensor: norm gains near 1, biases small, matrices scaled by 1/sqrt(fan_in) so random
+    activations stay O(1) through the whole model."""
+    g = torch.Generator().manual_seed(tensor_seed(seed, spec.name))
+    x = torch.randn(spec.shape, generator=g, dtype=torch.float32)
+    name, shape = spec.name, spec.shape
+    if name.endswith(_NORM_SUFFIXES):
+        x = 1.0 + 0.05 * x
+    elif len(shape) == 1 or name.endswith(".b") or name.endswith("in_proj_bias"):
+        x = 0.02 * x
+    elif name.endswith(("embed_tokens.weight", "position_embedding.weight", "future_tokens.weight", "probe")):
+        x = 0.5 * x if "action_head" in name else 0.02 * x
+    elif name.endswith(".W"):  # category-specific [n, in, out]
+        x = x / math.sqrt(shape[1])
+    else:  # nn.Linear [out, in] or Conv2d [out, in, kh, kw]
+        x = x / math.sqrt(math.prod(shape[1:]))
+    return x.to(spec.dtype)
+
+
+def gr1_metadata(layout: Layout = GR1, seed: int = 0, resolution: tuple[int, int] = GR1_RESOLUTION) -> dict:
+    """A well-formed ``experiment_cfg/metadata.json`` (pydantic ``DatasetMetadata`` layout, spec §8)
+    with plausible joint-range statistics for every state/action group of ``layout``."""
+    rng = np.random.default_rng(seed)
+
+    def stats(dim: int) -> dict[str, list[float]]:
+        lo = -rng.uniform(0.5, 3.0, dim)
+        hi = rng.uniform(0.5, 3.0, dim)
+        mean = lo + (hi - lo) * rng.uniform(0.3, 0.7, dim)
+        std = (hi - lo) * rng.uniform(0.1, 0.3, dim)
+        q01 = lo + (hi - lo) * 0.01
+        q99 = hi - (hi - lo) * 0.01
+        return {k: [float(v) for v in arr] for k, arr in
+                (("max", hi), ("min", lo), ("mean", mean), ("std", std), ("q01", q01), ("q99", q99))}
+
+    def modality(dim: int) -> dict:
+        return {"absolute": True, "rotation_type": None, "shape": [dim], "continuous": True}
+
+    return {
+        layout.embodiment: {
+            "statistics": {
+                "state": {name: stats(dim) for name, dim in layout.state_groups},
+                "action": {name: stats(dim) for name, dim in layout.action_groups},
+            },
+            "modalities": {
+                "video": {cam: {"resolution": list(resolution), "channels": 3, "fps": 20.0} for cam in layout.cameras},
+                "state": {name: modality(dim) for name, dim in layout.state_groups},
+                "action": {name: modality(dim) for name, dim in layout.action_groups},
+            },
+            "embodiment_tag": layout.embodiment,
+        }
+    }
+
+
+def plan_shards(inventory: list[TensorSpec], max_shard_bytes: int) -> list[list[TensorSpec]]:
+    """Greedy split in state-dict order, like ``save_pretrained``: a shard closes when the next tensor
+    would push it past the limit."""
+    shards: list[list[TensorSpec]] = [[]]
+    size = 0
+    for spec in inventory:
+        if shards[-1] and size + spec.nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(spec)
+        size += spec.nbytes
+    return shards
+
+
+def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max_shard_bytes: int | None = None,
+                     log: Callable[[str], None] | None = None) -> Path:
+    """Write a synthetic N1.5 checkpoint to ``out`` and return its path."""
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    config = Gr00tN15Config.preset(scale)
+    inventory = n15_inventory(config)
+    shards = plan_shards(inventory, max_shard_bytes or DEFAULT_SHARD_BYTES[scale])
+    out = Path(out)
+    (out / "experiment_cfg").mkdir(parents=True, exist_ok=True)
+    total = sum(s.nbytes for s in inventory)
+    log(f"writing synthetic n15/{scale} checkpoint (seed {seed}): {len(inventory)} tensors, "
+        f"{total / 1e9:.3f} GB in {len(shards)} shard(s) -> {out}")
+    t0 = time.perf_counter()
+    weight_map, written = {}, 0
+    for k, shard in enumerate(shards, start=1):
+        fname = f"model-{k:05d}-of-{len(shards):05d}.safetensors"
+        tensors = {spec.name: random_tensor(spec, seed) for spec in shard}
+        save_file(tensors, str(out / fname), metadata={"format": "pt"})
+        (out / fname).chmod(0o644)  # safetensors writes 0600; snapshots are world-readable
+        del tensors
+        weight_map.update({spec.name: fname for spec in shard})
+        written += sum(s.nbytes for s in shard)
+        log(f"  {fname}: {len(shard)} tensors, {written / total:.0%} done, {time.perf_counter() - t0:.1f} s")
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(config.to_checkpoint_json(record_eagle=scale != "full"), indent=2) + "\n")
+    (out / METADATA_FILE).write_text(json.dumps(gr1_metadata(seed=seed), indent=2) + "\n")
+    marker = {"synthetic": True, "version": config.version, "scale": scale, "seed": seed,
+              "note": "random weights generated by make_synthetic_checkpoint.py; not a policy"}
+    (out / SYNTHETIC_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    log(f"done in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def synthetic_info(directory: str | Path) -> dict | None:
+    """The synthetic marker of a checkpoint directory, or None for real weights."""
+    path = Path(directory) / SYNTHETIC_MARKER
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The checkpoint's tensor inventory: every name, shape and stored dtype, in NVIDIA's state-dict order.
+
+This is the one literal description of the real N1.5 safetensors format (spec §7 and
+``gr00t_n15_params.tsv``). The synthetic-checkpoint generator writes exactly this list; the
+reference modules load it with ``strict=True`` and no renames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .configs import ActionHeadConfig, Gr00tN15Config, Qwen3Config, SiglipConfig
+
+VISION_PREFIX = "backbone.eagle_model.vision_model.vision_model."
+MLP1_PREFIX = "backbone.eagle_model.mlp1."
+LLM_PREFIX = "backbone.eagle_model.language_model.model."
+ACTION_HEAD_PREFIX = "action_head."
+
+# Present in the module but never computed; a checkpoint may or may not carry it. The tied lm_head
+# is dropped by save_pretrained (spec §7), but a loader must not choke if a snapshot has it.
+OPTIONAL_UNUSED_KEYS = ("backbone.eagle_model.language_model.lm_head.weight",)
+
+# NVIDIA builds the Eagle backbone in bf16 (Eagle config torch_dtype) and the action head in fp32.
+BACKBONE_DTYPE = torch.bfloat16
+ACTION_HEAD_DTYPE = torch.float32
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+Shapes = list[tuple[str, tuple[int, ...]]]
+
+
+def _linear(name: str, out_dim: int, in_dim: int, bias: bool = True) -> Shapes:
+    rows = [(f"{name}.weight", (out_dim, in_dim))]
+    return rows + [(f"{name}.bias", (out_dim,))] if bias else rows
+
+
+def _layer_norm(name: str, dim: int, bias: bool = True) -> Shapes:
+    return [(f"{name}.weight", (dim,))] + ([(f"{name}.bias", (dim,))] if bias else [])
+
+
+def siglip_shapes(c: SiglipConfig) -> Shapes:
+    d, f = c.hidden_size, c.intermediate_size
+    rows: Shapes = [
+        ("embeddings.patch_embedding.weight", (d, c.num_channels, c.patch_size, c.patch_size)),
+        ("embeddings.patch_embedding.bias", (d,)),
+        ("embeddings.position_embedding.weight", (c.num_patches, d)),
+    ]
+    for i in range(c.num_hidden_layers):
+        p = f"encoder.layers.{i}."
+        rows += _layer_norm(p + "layer_norm1", d)
+        for proj in ("k_proj", "v_proj", "q_proj", "out_proj"):  # HF SiglipAttention definition order
+            rows += _linear(p + "self_attn." + proj, d, d)
+        rows += _layer_norm(p + "layer_norm2", d)
+        rows += _linear(p + "mlp.fc1", f, d) + _linear(p + "mlp.fc2", d, f)
+    rows += _layer_norm("post_layernorm", d)
+    # Multi-head attention pooling head: saved, never computed by GR00T.
+    rows += [("head.probe", (1, 1, d)), ("head.attention.in_proj_weight", (3 * d, d)), ("head.attention.in_proj_bias", (3 * d,))]
+    rows += _linear("head.attention.out_proj", d, d) + _layer_norm("head.layernorm", d)
+    rows += _linear("head.mlp.fc1", f, d) + _linear("head.mlp.fc2", d, f)
+    return rows
+
+
+def qwen3_shapes(c: Qwen3Config, num_layers: int) -> Shapes:
+    d, f, hd = c.hidden_size, c.intermediate_size, c.head_dim
+    rows: Shapes = [("embed_tokens.weight", (c.vocab_size, d))]
+    for i in range(num_layers):
+        p = f"layers.{i}."
+        rows += _linear(p + "self_attn.q_proj", c.num_attention_heads * hd, d, bias=False)
+        rows += _linear(p + "self_attn.k_proj", c.num_key_value_heads * hd, d, bias=False)
+        rows += _linear(p + "self_attn.v_proj", c.num_key_value_heads * hd, d, bias=False)
+        rows += _linear(p + "self_attn.o_proj", d, c.num_attention_heads * hd, bias=False)
+        rows += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
+        rows += _linear(p + "mlp.gate_proj", f, d, bias=False) + _linear(p + "mlp.up_proj", f, d, bias=False)
+        rows += _linear(p + "mlp.down_proj", d, f, bias=False)
+        rows += [(p + "input_layernorm.weight", (d,)), (p + "post_attention_layernorm.weight", (d,))]
+    rows += [("norm.weight", (d,))]
+    return rows
+
+
+def _category(name: str, n: int, in_dim: int, out_dim: int) -> Shapes:
+    # CategorySpecificLinear stores W as [embodiment, in, out] (not nn.Linear's [out, in]).
+    return [(f"{name}.W", (n, in_dim, out_dim)), (f"{name}.b", (n, out_dim))]
+
+
+def action_head_shapes(c: ActionHeadConfig) -> Shapes:
+    dit, vl, n = c.dit, c.vl_self_attention, c.max_num_embodiments
+    inner, w = dit.inner_dim, c.input_embedding_dim
+    rows: Shapes = []
+    rows += _linear("model.timestep_encoder.timestep_embedder.linear_1", inner, dit.timestep_channels)
+    rows += _linear("model.timestep_encoder.timestep_embedder.linear_2", inner, inner)
+    for i in range(dit.num_layers):
+        p = f"model.transformer_blocks.{i}."
+        kv_in = dit.cross_attention_dim if dit.cross_attends(i) else inner
+        rows += _linear(p + "norm1.linear", 2 * inner, inner)
+        rows += _linear(p + "attn1.to_q", inner, inner)
+        rows += _linear(p + "attn1.to_k", inner, kv_in) + _linear(p + "attn1.to_v", inner, kv_in)
+        rows += _linear(p + "attn1.to_out.0", inner, inner)
+        rows += _linear(p + "ff.net.0.proj", 4 * inner, inner) + _linear(p + "ff.net.2", inner, 4 * inner)
+    rows += _linear("model.proj_out_1", 2 * inner, inner) + _linear("model.proj_out_2", dit.output_dim, inner)
+    rows += _category("state_encoder.layer1", n, c.max_state_dim, c.hidden_size)
+    rows += _category("state_encoder.layer2", n, c.hidden_size, w)
+    rows += _category("action_encoder.W1", n, c.action_dim, w)
+    rows += _category("action_encoder.W2", n, 2 * w, w)
+    rows += _category("action_encoder.W3", n, w, w)
+    rows += _category("action_decoder.layer1", n, c.hidden_size, c.hidden_size)
+    rows += _category("action_decoder.layer2", n, c.hidden_size, c.action_dim)
+    rows += [("future_tokens.weight", (c.num_target_vision_tokens, w))]
+    d = c.backbone_embedding_dim
+    rows += _layer_norm("vlln", d)
+    for i in range(vl.num_layers):
+        p = f"vl_self_attention.transformer_blocks.{i}."
+        rows += _layer_norm(p + "norm1", d)
+        for proj in ("to_q", "to_k", "to_v", "to_out.0"):
+            rows += _linear(p + "attn1." + proj, vl.inner_dim, d)
+        rows += _layer_norm(p + "norm3", d)
+        rows += _linear(p + "ff.net.0.proj", 4 * d, d) + _linear(p + "ff.net.2", d, 4 * d)
+    rows += [("position_embedding.weight", (c.max_seq_len, w))]
+    return rows
+
+
+def n15_inventory(config: Gr00tN15Config) -> list[TensorSpec]:
+    """Every tensor of an N1.5 checkpoint with ``config``'s dimensions, as saved (no lm_head)."""
+    e = config.eagle
+    groups = [
+        (VISION_PREFIX, siglip_shapes(e.vision), BACKBONE_DTYPE),
+        (LLM_PREFIX, qwen3_shapes(e.text, e.select_layer), BACKBONE_DTYPE),
+        (MLP1_PREFIX, _linear("0", e.text.hidden_size, e.vision.hidden_size), BACKBONE_DTYPE),
+        (ACTION_HEAD_PREFIX, action_head_shapes(config.action_head), ACTION_HEAD_DTYPE),
+    ]
+    return [TensorSpec(prefix + name, shape, dtype) for prefix, rows, dtype in groups for name, shape in rows]
