@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Flow-matching action head of GR00T N1.5 (spec §5): VL conditioning, embodiment-specific
+encoders/decoder, and the Euler loop around the DiT. Names equal the checkpoint keys under
+``action_head.``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..common.configs import ActionHeadConfig
+from ..common.flow_matching import step_size, timestep_buckets
+from .torch_dit import DiT, SelfAttentionTransformer
+
+
+class CategorySpecificLinear(nn.Module):
+    """One Linear per embodiment: ``y = x @ W[id] + b[id]`` with W stored [n, in, out] (no transpose)."""
+
+    def __init__(self, n: int, in_dim: int, out_dim: int):
+        super().__init__()
+        self.W = nn.Parameter(torch.empty(n, in_dim, out_dim))
+        self.b = nn.Parameter(torch.empty(n, out_dim))
+
+    def forward(self, x: torch.Tensor, cat_ids: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(x, self.W[cat_ids]) + self.b[cat_ids].unsqueeze(1)
+
+
+class CategorySpecificMLP(nn.Module):
+    def __init__(self, n: int, in_dim: int, hidden: int, out_dim: int):
+        super().__init__()
+        self.layer1 = CategorySpecificLinear(n, in_dim, hidden)
+        self.layer2 = CategorySpecificLinear(n, hidden, out_dim)
+
+    def forward(self, x: torch.Tensor, cat_ids: torch.Tensor) -> torch.Tensor:
+        return self.layer2(F.relu(self.layer1(x, cat_ids)), cat_ids)
+
+
+def action_sinusoid(buckets: torch.Tensor, dim: int) -> torch.Tensor:
+    """[B, T] integer buckets → [B, T, dim]: [sin, cos] of ``t · exp(−k · ln(1e4) / (dim/2))``
+    (sin first; the DiT's timestep sinusoid is the other way round)."""
+    half = dim // 2
+    exponent = -torch.arange(half, dtype=torch.float32) * (math.log(10000.0) / half)
+    freqs = buckets.float().unsqueeze(-1) * exponent.exp()
+    return torch.cat([torch.sin(freqs), torch.cos(freqs)], dim=-1)
+
+
+class MultiEmbodimentActionEncoder(nn.Module):
+    def __init__(self, n: int, action_dim: int, width: int):
+        super().__init__()
+        self.width = width
+        self.W1 = CategorySpecificLinear(n, action_dim, width)
+        self.W2 = CategorySpecificLinear(n, 2 * width, width)
+        self.W3 = CategorySpecificLinear(n, width, width)
+
+    def forward(self, actions: torch.Tensor, buckets: torch.Tensor, cat_ids: torch.Tensor) -> torch.Tensor:
+        """actions [B, T, action_dim], buckets [B] → [B, T, width]."""
+        b, t, _ = actions.shape
+        a = self.W1(actions, cat_ids)
+        tau = action_sinusoid(buckets.view(b, 1).expand(b, t), self.width).to(a.dtype)
+        return self.W3(F.silu(self.W2(torch.cat([a, tau], dim=-1), cat_ids)), cat_ids)
+
+
+class FlowmatchingActionHead(nn.Module):
+    def __init__(self, c: ActionHeadConfig):
+        super().__init__()
+        self.config = c
+        n, w = c.max_num_embodiments, c.input_embedding_dim
+        # Definition order follows NVIDIA's so the state-dict order matches the checkpoint.
+        self.model = DiT(c.dit)
+        self.state_encoder = CategorySpecificMLP(n, c.max_state_dim, c.hidden_size, w)
+        self.action_encoder = MultiEmbodimentActionEncoder(n, c.action_dim, w)
+        self.action_decoder = CategorySpecificMLP(n, c.hidden_size, c.hidden_size, c.action_dim)
+        self.future_tokens = nn.Embedding(c.num_target_vision_tokens, w)
+        self.vlln = nn.LayerNorm(c.backbone_embedding_dim, eps=c.vlln_eps) if c.use_vlln else nn.Identity()
+        self.vl_self_attention = SelfAttentionTransformer(c.vl_self_attention)
+        self.position_embedding = nn.Embedding(c.max_seq_len, w)
+
+    def condition(self, backbone_features: torch.Tensor) -> torch.Tensor:
+        """backbone features [B, S, 2048] → vl_embs [B, S, 2048] (vlln + VL self-attention)."""
+        return self.vl_self_attention(self.vlln(backbone_features))
+
+    def velocity(self, x: torch.Tensor, bucket: int, vl_embs: torch.Tensor, state_features: torch.Tensor,
+                 cat_ids: torch.Tensor) -> torch.Tensor:
+        """One DiT evaluation: noisy actions [B, H, D] at ``bucket`` → velocity [B, H, D]."""
+        b, horizon = x.shape[0], self.config.action_horizon
+        buckets = torch.full((b,), bucket, dtype=torch.int64)
+        action_features = self.action_encoder(x, buckets, cat_ids)  # [B, H, w]
+        if self.config.add_pos_embed:
+            action_features = action_features + self.position_embedding.weight[:horizon].unsqueeze(0)
+        future = self.future_tokens.weight.unsqueeze(0).expand(b, -1, -1)
+        tokens = torch.cat([state_features, future, action_features], dim=1)  # [B, 1 + 32 + H, w]
+        out = self.model(tokens, vl_embs, buckets)  # [B, 49, hidden]
+        return self.action_decoder(out, cat_ids)[:, -horizon:]
+
+    def sample(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, noise: torch.Tensor,
+               on_step: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
+        """Euler integration from ``noise`` [B, H, D] (t = 0) → normalised actions [B, H, D].
+        ``on_step(i, velocity)`` is called after each step (taps, timing)."""
+        c = self.config
+        dt = step_size(c.num_inference_timesteps)
+        x = noise.to(vl_embs.dtype)
+        for i, bucket in enumerate(timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets)):
+            v = self.velocity(x, bucket, vl_embs, state_features, cat_ids)
+            x = x + dt * v
+            if on_step is not None:
+                on_step(i, v)
+        return x

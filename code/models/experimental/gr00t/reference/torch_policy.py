@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""fp32 reference policy: NVIDIA's ``Gr00tPolicy.get_action`` for N1.5 GR1, stage by stage.
+
+observation → pixel values, prompt ids, encoded state → backbone → VL conditioning → 4 Euler steps of
+the DiT → un-normalised actions per group. Every stage boundary is kept as a named tap so other
+backends can be compared against it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..common.checkpoint import LazyCheckpoint
+from ..common.configs import Gr00tN15Config
+from ..common.errors import InputError
+from ..common.flow_matching import explicit_noise, seeded_noise
+from ..common.layouts import Layout, get_layout
+from ..common.normalization import ActionStats, encode_state, unnormalize
+from ..common.observation import Observation
+from ..common.preprocessing import n15_pixel_values
+from ..common.prompts import encode_n15_prompt
+from ..common.synthetic import synthetic_info
+from .torch_gr00t import Gr00tN15
+
+
+@dataclass
+class PolicyResult:
+    actions: dict[str, np.ndarray]  # group → float32 [horizon, dim], physical units
+    action_pred: np.ndarray  # float32 [horizon, action_dim], normalised model space
+    noise_source: str  # "seed" or "client"
+    seed: int | None
+    seq_len: int
+    prompt_tokens: int
+    timing_ms: dict[str, float]
+    taps: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class _Stopwatch:
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = self.ms.get(name, 0.0) + (now - self._t) * 1e3
+        self._t = now
+
+
+class ReferencePolicy:
+    def __init__(self, model: Gr00tN15, config: Gr00tN15Config, layout: Layout, stats: ActionStats,
+                 checkpoint_dir: Path, synthetic: dict | None):
+        self.model, self.config, self.layout, self.stats = model, config, layout, stats
+        self.checkpoint_dir, self.synthetic = checkpoint_dir, synthetic
+        self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64)
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, layout: str = "gr1") -> "ReferencePolicy":
+        directory = Path(directory)
+        config = Gr00tN15Config.from_checkpoint(directory)
+        lay = get_layout(layout)
+        stats = ActionStats.from_metadata(directory, lay)  # fail on bad metadata before loading weights
+        model = Gr00tN15.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32)
+        return cls(model, config, lay, stats, directory, synthetic_info(directory))
+
+    # ---- host-side inputs ------------------------------------------------------------------
+    def prepare(self, obs: Observation) -> dict[str, torch.Tensor | int]:
+        e = self.config.eagle
+        frames = [f for cam in self.layout.cameras for f in obs.images[cam]]
+        pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])  # [N, 3, 224, 224]
+        prompt = encode_n15_prompt(obs.instruction, n_images=len(frames), tokens_per_image=e.tokens_per_image,
+                                   max_text_tokens=self.layout.max_text_tokens)
+        state = encode_state(obs.state, self.layout, self.config.action_head.max_state_dim)  # [1, 1, 64]
+        return {"pixel_values": pixel_values, "input_ids": torch.tensor([prompt.input_ids], dtype=torch.int64),
+                "state": state, "prompt_tokens": prompt.text_tokens}
+
+    def initial_noise(self, noise=None, seed: int | None = None) -> tuple[torch.Tensor, str, int | None]:
+        h, d = self.config.action_head.action_horizon, self.config.action_head.action_dim
+        if noise is not None and seed is not None:
+            raise InputError("noise", "give either noise or seed, not both")
+        if noise is not None:
+            return explicit_noise(noise, h, d), "client", None
+        seed = self.layout.default_seed if seed is None else seed
+        return seeded_noise(seed, h, d), "seed", seed
+
+    # ---- the model -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def get_action(self, obs: Observation, *, noise=None, seed: int | None = None) -> PolicyResult:
+        clock = _Stopwatch()
+        x0, noise_source, used_seed = self.initial_noise(noise, seed)
+        inputs = self.prepare(obs)
+        clock.lap("preprocess")
+        eagle = self.model.backbone.eagle_model
+        vision = eagle.vision_features(inputs["pixel_values"])
+        vit_embeds = eagle.mlp1(vision)
+        clock.lap("vision")
+        backbone_features = eagle.language_model.model(eagle.splice(inputs["input_ids"], vit_embeds))
+        clock.lap("llm")
+        head = self.model.action_head
+        vl_embs = head.condition(backbone_features)
+        state_features = head.state_encoder(inputs["state"], self.cat_ids)
+        clock.lap("adapter")
+        velocities: list[torch.Tensor] = []
+
+        def on_step(i: int, v: torch.Tensor) -> None:
+            velocities.append(v)
+            clock.lap(f"dit_step_{i}")
+
+        x = head.sample(vl_embs, state_features, self.cat_ids, x0, on_step)
+        action_pred = x[0].float().numpy()
+        actions = unnormalize(action_pred, self.stats, self.layout)
+        clock.lap("postprocess")
+        taps = {"pixel_values": inputs["pixel_values"], "input_ids": inputs["input_ids"], "state": inputs["state"],
+                "noise": x0, "vision_features": vision, "vit_embeds": vit_embeds,
+                "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features,
+                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": x}
+        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=noise_source, seed=used_seed,
+                            seq_len=int(inputs["input_ids"].shape[1]), prompt_tokens=int(inputs["prompt_tokens"]),
+                            timing_ms=clock.ms, taps=taps)
