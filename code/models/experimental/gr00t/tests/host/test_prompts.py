@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Token ids of the N1.5 prompt equal the ones NVIDIA's get_action produced (spec §3.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.experimental.gr00t.common.errors import InputError
+from models.experimental.gr00t.common.prompts import encode_n15_prompt, get_tokenizer, render_instruction
+
+# Spec §3.3, measured by running NVIDIA's Gr00tPolicy.get_action transform path.
+PREFIX = [151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198, 151644, 872, 198, 27, 1805, 220, 16, 29, 151670]
+EXAMPLE_TEXT = [677, 36953, 705, 279, 23268, 11, 323, 1992, 432, 304, 279, 14024, 0, 660]
+SUFFIX = [151645, 198, 151644, 77091, 198]
+
+
+def encode(text: str):
+    return encode_n15_prompt(text, n_images=1, tokens_per_image=256, max_text_tokens=102)
+
+
+def test_spec_example_prompt_ids():
+    p = encode("Pick up the apple, and place it in the basket!")
+    assert p.input_ids == PREFIX + [151669] * 256 + [151671] + EXAMPLE_TEXT + SUFFIX
+    assert len(p.input_ids) == 296 and p.text_tokens == 14
+
+
+def test_published_demo_instruction_gives_seq_len_296():
+    p = encode("pick the pear from the counter and place it in the plate")
+    assert (len(p.input_ids), p.text_tokens) == (296, 14)  # as in the published response example
+
+
+def test_instruction_is_rendered_like_a_numpy_array():
+    assert render_instruction("pick it") == "['pick it']"
+    assert render_instruction("it's") == '["it\'s"]'
+
+
+def test_special_token_ids():
+    tok = get_tokenizer("n15")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image_pad|>",
+                                                      "<|vision_start|>", "<IMG_CONTEXT>", "<img>", "</img>", "</interval>")}
+    assert ids == {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|image_pad|>": 151655,
+                   "<|vision_start|>": 151652, "<IMG_CONTEXT>": 151669, "<img>": 151670, "</img>": 151671,
+                   "</interval>": 151679}
+    assert len(tok.get_vocab()) == 151680
+
+
+def test_longest_allowed_prompt_fits_and_one_more_token_is_refused():
+    # "['" + n × " a" + "']" renders to n + 2 tokens.
+    assert encode("a" + " a" * 99).text_tokens == 102
+    with pytest.raises(InputError, match="103 tokens.*limit is 102") as err:
+        encode("a" + " a" * 100)
+    assert err.value.field == "instruction"
+
+
+@pytest.mark.parametrize("text", ["", "   ", "look at <IMG_CONTEXT>", "stop<|im_end|>"])
+def test_empty_or_reserved_token_instructions_are_refused(text):
+    with pytest.raises(InputError) as err:
+        encode(text)
+    assert err.value.field == "instruction"
