@@ -237,8 +237,16 @@ class Gr00tN15Config:
             num_layers=_get(dit, "num_layers", source),
             output_dim=_get(dit, "output_dim", source),
             cross_attention_dim=_get(dit, "cross_attention_dim", source),
-            interleave_self_attention=dit.get("interleave_self_attention", True),
+            interleave_self_attention=_get(dit, "interleave_self_attention", source),  # NVIDIA's default is False
         )
+        # Variants the published checkpoint does not use and this reference does not implement. A missing
+        # key takes NVIDIA's code default (positional_embeddings defaults to "sinusoidal" there).
+        for section, key, nvidia_default, supported in (
+                (dit, "norm_type", "ada_norm", "ada_norm"), (dit, "positional_embeddings", "sinusoidal", None),
+                (vlsa, "positional_embeddings", "sinusoidal", None), (head, "use_vlln", True, True),
+                (head, "add_pos_embed", True, True)):
+            if section.get(key, nvidia_default) != supported:
+                raise ConfigError(f"{source}: {key}={section.get(key, nvidia_default)!r} is not supported (only {supported!r})")
         vlsa_cfg = VLSelfAttentionConfig(
             num_attention_heads=_get(vlsa, "num_attention_heads", source),
             attention_head_dim=_get(vlsa, "attention_head_dim", source),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,6 +44,7 @@ EAGLE_TOKENS = ["<IMG_CONTEXT>", "<img>", "</img>", "<box>", "</box>", "<quad>",
                 "<interval>", "</interval>"]
 
 SYSTEM_PROMPT = "You are a helpful assistant."
+_IMAGE_PLACEHOLDER = re.compile(r"<(?:image|video)-\d+>")
 TOKENIZER_ENV = {"n15": "GR00T_TOKENIZER_DIR_N15"}
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
@@ -141,8 +143,10 @@ def encode_n15_prompt(instruction: str, *, n_images: int, tokens_per_image: int,
     if not isinstance(instruction, str) or not instruction.strip():
         raise InputError("instruction", "must be a non-empty string")
     tok = tokenizer or get_tokenizer("n15")
-    reserved = [t for t, _, _ in added_tokens("n15") if t in instruction]
+    reserved = [t for t, _, _ in added_tokens("n15") if t in instruction] + _IMAGE_PLACEHOLDER.findall(instruction)
     if reserved:
+        # Special tokens would be parsed as such, and NVIDIA's processor rewrites <image-N> anywhere in the
+        # prompt: either would corrupt the image-token layout, so such text is refused.
         raise InputError("instruction", f"contains the reserved token {reserved[0]!r}")
     text = render_instruction(instruction)
     n_text = len(tok(text, add_special_tokens=False)["input_ids"])

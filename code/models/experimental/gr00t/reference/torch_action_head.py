@@ -44,7 +44,7 @@ def action_sinusoid(buckets: torch.Tensor, dim: int) -> torch.Tensor:
     """[B, T] integer buckets → [B, T, dim]: [sin, cos] of ``t · exp(−k · ln(1e4) / (dim/2))``
     (sin first; the DiT's timestep sinusoid is the other way round)."""
     half = dim // 2
-    exponent = -torch.arange(half, dtype=torch.float32) * (math.log(10000.0) / half)
+    exponent = -torch.arange(half, dtype=torch.float32, device=buckets.device) * (math.log(10000.0) / half)
     freqs = buckets.float().unsqueeze(-1) * exponent.exp()
     return torch.cat([torch.sin(freqs), torch.cos(freqs)], dim=-1)
 
@@ -76,7 +76,7 @@ class FlowmatchingActionHead(nn.Module):
         self.action_encoder = MultiEmbodimentActionEncoder(n, c.action_dim, w)
         self.action_decoder = CategorySpecificMLP(n, c.hidden_size, c.hidden_size, c.action_dim)
         self.future_tokens = nn.Embedding(c.num_target_vision_tokens, w)
-        self.vlln = nn.LayerNorm(c.backbone_embedding_dim, eps=c.vlln_eps) if c.use_vlln else nn.Identity()
+        self.vlln = nn.LayerNorm(c.backbone_embedding_dim, eps=c.vlln_eps)  # use_vlln is required (configs)
         self.vl_self_attention = SelfAttentionTransformer(c.vl_self_attention)
         self.position_embedding = nn.Embedding(c.max_seq_len, w)
 
@@ -88,10 +88,9 @@ class FlowmatchingActionHead(nn.Module):
                  cat_ids: torch.Tensor) -> torch.Tensor:
         """One DiT evaluation: noisy actions [B, H, D] at ``bucket`` → velocity [B, H, D]."""
         b, horizon = x.shape[0], self.config.action_horizon
-        buckets = torch.full((b,), bucket, dtype=torch.int64)
+        buckets = torch.full((b,), bucket, dtype=torch.int64, device=x.device)
         action_features = self.action_encoder(x, buckets, cat_ids)  # [B, H, w]
-        if self.config.add_pos_embed:
-            action_features = action_features + self.position_embedding.weight[:horizon].unsqueeze(0)
+        action_features = action_features + self.position_embedding.weight[:horizon].unsqueeze(0)  # add_pos_embed
         future = self.future_tokens.weight.unsqueeze(0).expand(b, -1, -1)
         tokens = torch.cat([state_features, future, action_features], dim=1)  # [B, 1 + 32 + H, w]
         out = self.model(tokens, vl_embs, buckets)  # [B, 49, hidden]

@@ -101,7 +101,7 @@ def timestep_sinusoid(timesteps: torch.Tensor, channels: int, max_period: float 
     """diffusers ``Timesteps(channels, flip_sin_to_cos=True, downscale_freq_shift=1)``:
     [cos, sin] of ``t · exp(−ln(max_period) · k / (channels/2 − 1))``. Input [B] → [B, channels]."""
     half = channels // 2
-    exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32) / (half - 1)
+    exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32, device=timesteps.device) / (half - 1)
     args = timesteps[:, None].float() * torch.exp(exponent)[None, :]
     return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 

@@ -30,7 +30,8 @@ class Qwen3RMSNorm(nn.Module):
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-interleaved ("rotate half") RoPE tables [S, head_dim] for integer positions [S]."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim))
+    steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).to(torch.float32)
+    inv_freq = 1.0 / (theta ** (steps / head_dim))
     freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [S, hd/2]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()

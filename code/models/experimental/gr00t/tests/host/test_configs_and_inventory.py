@@ -54,6 +54,24 @@ def test_config_errors_name_the_field():
         Gr00tN15Config.from_dict({"model_type": "llama"})
 
 
+@pytest.mark.parametrize("path, value", [(("diffusion_model_cfg", "interleave_self_attention"), None),
+                                          (("diffusion_model_cfg", "positional_embeddings"), None),
+                                          (("diffusion_model_cfg", "norm_type"), "layer_norm"),
+                                          (("use_vlln",), False)],
+                         ids=["interleave_missing", "pos_embed_missing", "norm_type", "no_vlln"])
+def test_unsupported_or_ambiguous_head_variants_are_refused(path, value):
+    data = Gr00tN15Config.tiny().to_checkpoint_json(record_eagle=True)
+    section = data["action_head_cfg"]
+    for key in path[:-1]:
+        section = section[key]
+    if value is None:
+        del section[path[-1]]  # missing: NVIDIA's default would differ from the published value
+    else:
+        section[path[-1]] = value
+    with pytest.raises(ConfigError, match=path[-1]):
+        Gr00tN15Config.from_dict(data)
+
+
 def test_full_inventory_equals_nvidia_parameter_table():
     ours = [(s.name, str(tuple(s.shape)), str(s.dtype).removeprefix("torch.")) for s in n15_inventory(Gr00tN15Config.full())]
     theirs = [row for row in nvidia_inventory() if not row[0].endswith("lm_head.weight")]  # tied, not saved

@@ -52,7 +52,7 @@ def test_longest_allowed_prompt_fits_and_one_more_token_is_refused():
     assert err.value.field == "instruction"
 
 
-@pytest.mark.parametrize("text", ["", "   ", "look at <IMG_CONTEXT>", "stop<|im_end|>"])
+@pytest.mark.parametrize("text", ["", "   ", "look at <IMG_CONTEXT>", "stop<|im_end|>", "see <image-2>"])
 def test_empty_or_reserved_token_instructions_are_refused(text):
     with pytest.raises(InputError) as err:
         encode(text)
