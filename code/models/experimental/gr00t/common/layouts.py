@@ -28,6 +28,10 @@ class Layout:
     default_seed: int
 
     @property
+    def n_images(self) -> int:
+        return len(self.cameras) * self.frames_per_camera
+
+    @property
     def state_dims(self) -> dict[str, int]:
         return dict(self.state_groups)
 

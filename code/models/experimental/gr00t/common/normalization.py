@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 from .layouts import Layout
 
 METADATA_FILE = "experiment_cfg/metadata.json"
@@ -66,24 +66,30 @@ def video_resolution(checkpoint_dir: str | Path, layout: Layout) -> dict[str, tu
         raise ConfigError(f"{path}: no modalities.video resolution for cameras {list(layout.cameras)}") from None
 
 
-def encode_state_sin_cos(state: dict[str, np.ndarray], layout: Layout, max_state_dim: int) -> torch.Tensor:
-    """GR1 state → [1, 1, max_state_dim] float32: per group [sin(x), cos(x)] in float64 (the input
-    dtype NVIDIA's examples use), groups concatenated in layout order, zero-padded."""
+STATE_DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def encode_state_sin_cos(state: dict[str, np.ndarray], layout: Layout, max_state_dim: int,
+                         dtype: str = "float64") -> torch.Tensor:
+    """GR1 state → [1, 1, max_state_dim] float32: per group [sin(x), cos(x)] computed in ``dtype``
+    (NVIDIA computes in the dataset's dtype, float64 for GR1), groups in layout order, zero-padded."""
     parts = []
     for name, dim in layout.state_groups:
-        x = np.asarray(state[name], dtype=np.float64).reshape(dim)
+        x = np.asarray(state[name], dtype=STATE_DTYPES[dtype]).reshape(dim)
         parts += [np.sin(x), np.cos(x)]
     vec = np.concatenate(parts)
     if vec.size > max_state_dim:
         raise ConfigError(f"state encodes to {vec.size} dims, more than max_state_dim {max_state_dim}")
-    padded = np.zeros(max_state_dim, dtype=np.float64)
+    padded = np.zeros(max_state_dim, dtype=vec.dtype)
     padded[: vec.size] = vec
     return torch.from_numpy(padded).to(torch.float32).view(1, 1, max_state_dim)
 
 
-def encode_state(state: dict[str, np.ndarray], layout: Layout, max_state_dim: int) -> torch.Tensor:
+def encode_state(state: dict[str, np.ndarray], layout: Layout, max_state_dim: int, dtype: str = "float64") -> torch.Tensor:
+    if dtype not in STATE_DTYPES:
+        raise InputError("state_dtype", f"must be one of {sorted(STATE_DTYPES)}")
     if layout.state_encoding == "sin_cos":
-        return encode_state_sin_cos(state, layout, max_state_dim)
+        return encode_state_sin_cos(state, layout, max_state_dim, dtype)
     raise ConfigError(f"layout {layout.name!r}: unsupported state encoding {layout.state_encoding!r}")
 
 

@@ -29,10 +29,23 @@ from .torch_gr00t import Gr00tN15
 
 
 @dataclass
+class PreparedInputs:
+    """Everything the model needs for one request, built and validated on the host."""
+
+    pixel_values: torch.Tensor  # [N_img, 3, 224, 224] float32
+    input_ids: torch.Tensor  # [1, S] int64
+    state: torch.Tensor  # [1, 1, max_state_dim] float32
+    noise: torch.Tensor  # [1, horizon, action_dim] float32
+    prompt_tokens: int
+    noise_source: str  # "seed" or "client"
+    seed: int | None
+
+
+@dataclass
 class PolicyResult:
     actions: dict[str, np.ndarray]  # group → float32 [horizon, dim], physical units
     action_pred: np.ndarray  # float32 [horizon, action_dim], normalised model space
-    noise_source: str  # "seed" or "client"
+    noise_source: str
     seed: int | None
     seq_len: int
     prompt_tokens: int
@@ -40,7 +53,9 @@ class PolicyResult:
     taps: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-class _Stopwatch:
+class Stopwatch:
+    """Accumulates named laps in milliseconds."""
+
     def __init__(self) -> None:
         self.ms: dict[str, float] = {}
         self._t = time.perf_counter()
@@ -67,42 +82,45 @@ class ReferencePolicy:
         model = Gr00tN15.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32)
         return cls(model, config, lay, stats, directory, synthetic_info(directory))
 
-    # ---- host-side inputs ------------------------------------------------------------------
-    def prepare(self, obs: Observation) -> dict[str, torch.Tensor | int]:
-        e = self.config.eagle
-        frames = [f for cam in self.layout.cameras for f in obs.images[cam]]
-        pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])  # [N, 3, 224, 224]
-        prompt = encode_n15_prompt(obs.instruction, n_images=len(frames), tokens_per_image=e.tokens_per_image,
-                                   max_text_tokens=self.layout.max_text_tokens)
-        state = encode_state(obs.state, self.layout, self.config.action_head.max_state_dim)  # [1, 1, 64]
-        return {"pixel_values": pixel_values, "input_ids": torch.tensor([prompt.input_ids], dtype=torch.int64),
-                "state": state, "prompt_tokens": prompt.text_tokens}
-
-    def initial_noise(self, noise=None, seed: int | None = None) -> tuple[torch.Tensor, str, int | None]:
-        h, d = self.config.action_head.action_horizon, self.config.action_head.action_dim
+    # ---- host side -------------------------------------------------------------------------
+    def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
+                state_dtype: str = "float64") -> PreparedInputs:
+        """Validate and encode one observation (pixels, prompt ids, state, initial noise). Raises
+        ``InputError`` before any model work."""
+        e, h = self.config.eagle, self.config.action_head
         if noise is not None and seed is not None:
             raise InputError("noise", "give either noise or seed, not both")
         if noise is not None:
-            return explicit_noise(noise, h, d), "client", None
-        seed = self.layout.default_seed if seed is None else seed
-        return seeded_noise(seed, h, d), "seed", seed
+            x0, source = explicit_noise(noise, h.action_horizon, h.action_dim), "client"
+        else:
+            seed = self.layout.default_seed if seed is None else seed
+            x0, source = seeded_noise(seed, h.action_horizon, h.action_dim), "seed"
+        prompt = encode_n15_prompt(obs.instruction, n_images=self.layout.n_images, tokens_per_image=e.tokens_per_image,
+                                   max_text_tokens=self.layout.max_text_tokens)
+        state = encode_state(obs.state, self.layout, h.max_state_dim, dtype=state_dtype)  # [1, 1, 64]
+        frames = [f for cam in self.layout.cameras for f in obs.images[cam]]
+        pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])
+        return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
+                              prompt.text_tokens, source, seed if source == "seed" else None)
+
+    def finish(self, action_pred: torch.Tensor) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Model-space chunk [1, H, D] → (float32 [H, D], un-normalised actions per group)."""
+        chunk = action_pred[0].float().cpu().numpy()
+        return chunk, unnormalize(chunk, self.stats, self.layout)
 
     # ---- the model -------------------------------------------------------------------------
     @torch.inference_mode()
-    def get_action(self, obs: Observation, *, noise=None, seed: int | None = None) -> PolicyResult:
-        clock = _Stopwatch()
-        x0, noise_source, used_seed = self.initial_noise(noise, seed)
-        inputs = self.prepare(obs)
-        clock.lap("preprocess")
-        eagle = self.model.backbone.eagle_model
-        vision = eagle.vision_features(inputs["pixel_values"])
+    def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
+        """Vision → LLM → adapter → Euler loop; returns every stage boundary as a named tap."""
+        clock = clock or Stopwatch()
+        eagle, head = self.model.backbone.eagle_model, self.model.action_head
+        vision = eagle.vision_features(inputs.pixel_values)
         vit_embeds = eagle.mlp1(vision)
         clock.lap("vision")
-        backbone_features = eagle.language_model.model(eagle.splice(inputs["input_ids"], vit_embeds))
+        backbone_features = eagle.language_model.model(eagle.splice(inputs.input_ids, vit_embeds))
         clock.lap("llm")
-        head = self.model.action_head
         vl_embs = head.condition(backbone_features)
-        state_features = head.state_encoder(inputs["state"], self.cat_ids)
+        state_features = head.state_encoder(inputs.state, self.cat_ids)
         clock.lap("adapter")
         velocities: list[torch.Tensor] = []
 
@@ -110,14 +128,20 @@ class ReferencePolicy:
             velocities.append(v)
             clock.lap(f"dit_step_{i}")
 
-        x = head.sample(vl_embs, state_features, self.cat_ids, x0, on_step)
-        action_pred = x[0].float().numpy()
-        actions = unnormalize(action_pred, self.stats, self.layout)
-        clock.lap("postprocess")
-        taps = {"pixel_values": inputs["pixel_values"], "input_ids": inputs["input_ids"], "state": inputs["state"],
-                "noise": x0, "vision_features": vision, "vit_embeds": vit_embeds,
+        action_pred = head.sample(vl_embs, state_features, self.cat_ids, inputs.noise, on_step)
+        return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
+                "noise": inputs.noise, "vision_features": vision, "vit_embeds": vit_embeds,
                 "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features,
-                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": x}
-        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=noise_source, seed=used_seed,
-                            seq_len=int(inputs["input_ids"].shape[1]), prompt_tokens=int(inputs["prompt_tokens"]),
-                            timing_ms=clock.ms, taps=taps)
+                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
+
+    def get_action(self, obs: Observation, *, noise=None, seed: int | None = None,
+                   state_dtype: str = "float64") -> PolicyResult:
+        clock = Stopwatch()
+        inputs = self.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
+        clock.lap("preprocess")
+        taps = self.infer(inputs, clock)
+        action_pred, actions = self.finish(taps["action_pred"])
+        clock.lap("postprocess")
+        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
+                            seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
+                            prompt_tokens=inputs.prompt_tokens, timing_ms=clock.ms, taps=taps)
