@@ -74,7 +74,6 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch  # noqa: PLC0415
-
     from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
 
     torch.set_num_threads(args.threads)

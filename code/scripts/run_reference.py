@@ -41,7 +41,6 @@ def main() -> int:
             explicit = explicit["noise"]
 
     import torch  # noqa: PLC0415 (after argument errors, which should be instant)
-
     from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
 
     torch.set_num_threads(max(1, torch.get_num_threads()))

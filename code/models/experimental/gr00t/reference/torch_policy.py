@@ -60,7 +60,9 @@ class Stopwatch:
         self.ms: dict[str, float] = {}
         self._t = time.perf_counter()
 
-    def lap(self, name: str) -> None:
+    def lap(self, name: str, device: torch.device | None = None) -> None:
+        if device is not None and device.type == "cuda":
+            torch.cuda.synchronize(device)  # kernels are asynchronous: time them, not their launch
         now = time.perf_counter()
         self.ms[name] = self.ms.get(name, 0.0) + (now - self._t) * 1e3
         self._t = now
@@ -71,15 +73,16 @@ class ReferencePolicy:
                  checkpoint_dir: Path, synthetic: dict | None):
         self.model, self.config, self.layout, self.stats = model, config, layout, stats
         self.checkpoint_dir, self.synthetic = checkpoint_dir, synthetic
-        self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64)
+        self.device = next(model.parameters()).device
+        self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64, device=self.device)
 
     @classmethod
-    def from_checkpoint(cls, directory: str | Path, layout: str = "gr1") -> "ReferencePolicy":
+    def from_checkpoint(cls, directory: str | Path, layout: str = "gr1", device: str = "cpu") -> "ReferencePolicy":
         directory = Path(directory)
         config = Gr00tN15Config.from_checkpoint(directory)
         lay = get_layout(layout)
         stats = ActionStats.from_metadata(directory, lay)  # fail on bad metadata before loading weights
-        model = Gr00tN15.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32)
+        model = Gr00tN15.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32).to(device)
         return cls(model, config, lay, stats, directory, synthetic_info(directory))
 
     # ---- host side -------------------------------------------------------------------------
@@ -114,21 +117,22 @@ class ReferencePolicy:
         """Vision → LLM → adapter → Euler loop; returns every stage boundary as a named tap."""
         clock = clock or Stopwatch()
         eagle, head = self.model.backbone.eagle_model, self.model.action_head
-        vision = eagle.vision_features(inputs.pixel_values)
+        pixel_values, input_ids = inputs.pixel_values.to(self.device), inputs.input_ids.to(self.device)
+        vision = eagle.vision_features(pixel_values)
         vit_embeds = eagle.mlp1(vision)
-        clock.lap("vision")
-        backbone_features = eagle.language_model.model(eagle.splice(inputs.input_ids, vit_embeds))
-        clock.lap("llm")
+        clock.lap("vision", self.device)
+        backbone_features = eagle.language_model.model(eagle.splice(input_ids, vit_embeds))
+        clock.lap("llm", self.device)
         vl_embs = head.condition(backbone_features)
-        state_features = head.state_encoder(inputs.state, self.cat_ids)
-        clock.lap("adapter")
+        state_features = head.state_encoder(inputs.state.to(self.device), self.cat_ids)
+        clock.lap("adapter", self.device)
         velocities: list[torch.Tensor] = []
 
         def on_step(i: int, v: torch.Tensor) -> None:
             velocities.append(v)
-            clock.lap(f"dit_step_{i}")
+            clock.lap(f"dit_step_{i}", self.device)
 
-        action_pred = head.sample(vl_embs, state_features, self.cat_ids, inputs.noise, on_step)
+        action_pred = head.sample(vl_embs, state_features, self.cat_ids, inputs.noise.to(self.device), on_step)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_features": vision, "vit_embeds": vit_embeds,
                 "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features,

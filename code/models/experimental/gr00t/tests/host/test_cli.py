@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.common.observation import parse_observation
 

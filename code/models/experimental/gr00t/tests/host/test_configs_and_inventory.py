@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from models.experimental.gr00t.common.configs import HF_REPOS, HF_SNAPSHOT_SHAS, Gr00tN15Config
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.weights import n15_inventory

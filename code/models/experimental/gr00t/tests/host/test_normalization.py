@@ -8,7 +8,6 @@ import shutil
 
 import numpy as np
 import pytest
-
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.common.normalization import ActionStats, encode_state, unnormalize

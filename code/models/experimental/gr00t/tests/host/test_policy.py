@@ -7,16 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import Qwen3Config as HFQwen3Config
-from transformers import Qwen3Model as HFQwen3Model
-from transformers import SiglipVisionConfig
-from transformers import SiglipVisionModel as HFSiglipVisionModel
-
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.common.observation import parse_observation
 from models.experimental.gr00t.common.quality import FP32_REFERENCE_ATOL, max_abs_diff
 from models.experimental.gr00t.common.weights import LLM_PREFIX, MLP1_PREFIX, VISION_PREFIX
+from transformers import Qwen3Config as HFQwen3Config
+from transformers import Qwen3Model as HFQwen3Model
+from transformers import SiglipVisionConfig
+from transformers import SiglipVisionModel as HFSiglipVisionModel
 
 
 def test_backbone_equals_transformers_siglip_linear_qwen3_chain(tiny_policy, gr1_request):

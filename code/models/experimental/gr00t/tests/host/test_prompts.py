@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.prompts import encode_n15_prompt, get_tokenizer, render_instruction
 

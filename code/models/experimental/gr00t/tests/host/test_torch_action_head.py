@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import torch
-
 from models.experimental.gr00t.common.flow_matching import seeded_noise, step_size, timestep_buckets
 from models.experimental.gr00t.reference.torch_action_head import CategorySpecificLinear, action_sinusoid
 

@@ -6,12 +6,11 @@ hidden state)."""
 from __future__ import annotations
 
 import torch
-from transformers import Qwen3Config as HFQwen3Config
-from transformers import Qwen3Model as HFQwen3Model
-
 from models.experimental.gr00t.common.configs import Gr00tN15Config
 from models.experimental.gr00t.common.quality import FP32_REFERENCE_ATOL, max_abs_diff
 from models.experimental.gr00t.reference.torch_qwen3 import Qwen3Model
+from transformers import Qwen3Config as HFQwen3Config
+from transformers import Qwen3Model as HFQwen3Model
 
 from ..conftest import randomize_
 

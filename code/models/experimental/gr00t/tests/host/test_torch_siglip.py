@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import SiglipVisionConfig
-from transformers import SiglipVisionModel as HFSiglipVisionModel
-
 from models.experimental.gr00t.common.configs import Gr00tN15Config
 from models.experimental.gr00t.common.quality import FP32_REFERENCE_ATOL, max_abs_diff
 from models.experimental.gr00t.reference.torch_siglip import SiglipVisionModel
+from transformers import SiglipVisionConfig
+from transformers import SiglipVisionModel as HFSiglipVisionModel
 
 from ..conftest import randomize_
 
