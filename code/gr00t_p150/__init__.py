@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GR00T policy server (FastAPI) for Tenstorrent p150a, CUDA and CPU."""

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The one interface the engine talks to. A backend owns the model and the device; the engine calls it
+from a single thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass
+class BackendResult:
+    action_pred: np.ndarray  # float32 [horizon, action_dim], normalised model space
+    actions: dict[str, np.ndarray]  # group → float32 [horizon, dim], physical units
+    seq_len: int
+    prompt_tokens: int
+    noise_source: str
+    seed: int | None
+    timing_ms: dict[str, float] = field(default_factory=dict)  # encode / device / decode_actions
+
+
+class Backend(Protocol):
+    name: str
+
+    def predict(self, observation: Any, *, noise=None, seed: int | None = None,
+                state_dtype: str = "float64") -> BackendResult:
+        """Validate and encode (raising ``InputError`` before any device work), run, un-normalise."""
+
+    def describe(self) -> dict:
+        """Backend, device, dtype policy and why they were chosen (for /info)."""

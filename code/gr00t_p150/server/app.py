@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FastAPI app: ``gr00t_p150.server.app:app``.
+
+Importing this module loads no weights, opens no device and imports neither ttnn nor the port: the
+configuration is read and the model loaded, warmed up and checked by the fidelity gate inside the
+lifespan, so "Application startup complete" means ready to serve.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from .demo import load_demo_request
+from .engine import MODEL_NAMES, BootError, Engine
+from .errors import error_body, input_error_response, register
+from .schemas import PredictRequest, PredictResponse
+from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
+
+__all__ = ["app", "create_app", "load_config", "load_demo_request", "parse_mesh_shape"]
+
+log = logging.getLogger("gr00t_p150")
+SYNTHETIC_WARNING = "weights are SYNTHETIC (random): these actions are not a policy"
+
+
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body exceeds GR00T_MAX_BODY_BYTES ({limit} bytes)")
+
+
+class BodyLimit:
+    """Refuse request bodies over the configured size, by Content-Length or while streaming."""
+
+    def __init__(self, app, limits: dict):
+        self.app, self.limits = app, limits
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = self.limits["max_body_bytes"]
+        length = dict(scope.get("headers", [])).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return await error_body(413, None, BodyTooLarge(limit).detail)(scope, receive, send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise BodyTooLarge(limit)  # an HTTPException: FastAPI passes it through body parsing
+            return message
+
+        return await self.app(scope, limited, send)
+
+
+def _setup_logging() -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s gr00t_p150: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def create_app(config: ServerConfig | None = None) -> FastAPI:
+    limits = {"max_body_bytes": 64 * 2**20}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        _setup_logging()
+        try:
+            cfg = config or load_config()
+            limits["max_body_bytes"] = cfg.max_body_bytes
+            engine = Engine(cfg)
+            app.state.engine = engine
+            await engine.start()
+        except (SettingError, BootError) as exc:
+            log.error("Boot failed: %s", exc)
+            raise BootError(str(exc)) from None
+        try:
+            yield
+        finally:
+            engine.shutdown()
+
+    app = FastAPI(title="GR00T policy server", version="0.1.0", lifespan=lifespan,
+                  description="NVIDIA GR00T robot policy over HTTP (see SERVING.md).")
+    app.add_middleware(BodyLimit, limits=limits)
+    register(app)
+
+    def engine_of(request: Request) -> Engine:
+        engine = getattr(request.app.state, "engine", None)
+        if engine is None or not engine.ready:
+            raise HTTPException(503, "model not ready")
+        return engine
+
+    @app.post("/predict", response_model=PredictResponse, response_model_exclude_none=True)
+    async def predict(body: PredictRequest, request: Request):
+        t0 = time.perf_counter()
+        engine = engine_of(request)
+        from models.experimental.gr00t.common.errors import InputError  # noqa: PLC0415
+
+        try:
+            obs = await run_in_threadpool(_decode, engine, body)
+            t_decode = time.perf_counter()
+            result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype)
+        except InputError as exc:
+            return input_error_response(exc)
+        response = _response(engine, body, obs, result)
+        if response is None:
+            return error_body(500, None, "the model produced non-finite actions; see the server log")
+        timing = {"decode": (t_decode - t0) * 1e3, **{k: v for k, v in result.timing_ms.items() if "." not in k}}
+        timing["total"] = (time.perf_counter() - t0) * 1e3
+        response["timing_ms"] = {k: round(v, 3) for k, v in timing.items()}
+        headers = {"Server-Timing": ", ".join(f"{k};dur={v:.2f}" for k, v in timing.items()),
+                   "X-Request-ID": request.headers.get("x-request-id") or uuid.uuid4().hex}
+        return JSONResponse(response, headers=headers)
+
+    @app.get("/health")
+    async def health(request: Request):
+        engine = engine_of(request)
+        return {"status": "ok", "version": engine.config.version,
+                "weights_synthetic": bool(engine.weights and engine.weights.synthetic)}
+
+    @app.get("/info")
+    async def info(request: Request):
+        return engine_of(request).info()
+
+    @app.get("/demo")
+    async def demo(request: Request):
+        engine = engine_of(request)
+        golden = engine.golden
+        return {"request": load_demo_request(engine.config.version),
+                "expected": {"actions": golden["actions"], "action_pred_normalized": golden["action_pred_normalized"]},
+                "expected_source": engine.fidelity.golden_source,
+                "expected_weights": golden.get("weights"),
+                "note": "POST `request` to /predict; its actions equal `expected` up to the backend's precision "
+                        "(bit-identical on the fp32 CPU reference)."}
+
+    @app.get("/v1/models")
+    async def models(request: Request):
+        engine = getattr(request.app.state, "engine", None)
+        version = engine.config.version if engine else "unknown"
+        return {"object": "list", "data": [{"id": MODEL_NAMES.get(version, "GR00T"), "object": "model",
+                                            "owned_by": "nvidia", "ready": bool(engine and engine.ready)}]}
+
+    return app
+
+
+def _decode(engine: Engine, body: PredictRequest):
+    """Request → ``Observation``: every field checked against the served layout, images decoded."""
+    from models.experimental.gr00t.common.errors import InputError  # noqa: PLC0415
+    from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
+
+    if body.embodiment is not None and body.embodiment != engine.layout.embodiment:
+        raise InputError("embodiment", f"unknown embodiment {body.embodiment!r}; this server serves {engine.layout.embodiment!r}")
+    if body.noise is not None and body.seed is not None:
+        raise InputError("noise", "give either noise or seed, not both")
+    return parse_observation(body.model_dump(include={"images", "state", "instruction"}), engine.layout)
+
+
+def _response(engine: Engine, body: PredictRequest, obs, result) -> dict | None:
+    import numpy as np  # noqa: PLC0415
+
+    lay = engine.layout
+    if not all(np.isfinite(a).all() for a in result.actions.values()):
+        log.error("non-finite actions for a request (seed=%s, noise_source=%s)", result.seed, result.noise_source)
+        return None
+    weights = engine.weights
+    out = {
+        "actions": {k: v.tolist() for k, v in result.actions.items()},
+        "action_horizon": int(result.action_pred.shape[0]),
+        "action_keys": lay.action_keys,
+        "action_dims": lay.action_dims,
+        "normalized": False,
+        "embodiment": lay.embodiment,
+        "embodiment_id": lay.embodiment_id,
+        "version": engine.config.version,
+        "model": MODEL_NAMES[engine.config.version],
+        "layout": lay.name,
+        "images": obs.received_hw(),
+        "seq_len": result.seq_len,
+        "prompt_tokens": result.prompt_tokens,
+        "state_dtype": body.state_dtype,
+        "noise_source": result.noise_source,
+        "seed": result.seed,
+        "weights": {"source": weights.source, "revision": weights.revision, "synthetic": weights.synthetic is not None},
+        "backend": {k: v for k, v in engine.backend.describe().items() if k in ("name", "device", "dtype")},
+    }
+    if body.return_normalized:
+        out["action_pred_normalized"] = result.action_pred.tolist()
+    if weights.synthetic is not None:
+        out["warning"] = SYNTHETIC_WARNING
+    return out
+
+
+app = create_app()

@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Request and response bodies of POST /predict (pydantic v2, strict types: no silent coercion of
+strings to numbers). Semantic checks against the served layout (cameras, groups, sizes, token limit)
+happen in ``common.observation`` and the backend's ``prepare``, before any device work."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Floats = list[float]
+
+
+class PredictRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    images: dict[str, str | list[str]] = Field(description="camera -> base64 PNG/JPEG (or a list, one per frame)")
+    state: dict[str, Floats | list[Floats]] = Field(description="group -> [[floats]] (one time step) or [floats]")
+    instruction: str = Field(description="task text; over the layout's token limit is refused, never truncated")
+    embodiment: str | None = Field(None, description="must equal the served embodiment when given")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="initial-noise seed (CPU generator); default per version")
+    noise: list[Floats] | list[list[Floats]] | None = Field(None, description="explicit initial noise [horizon][action_dim]")
+    state_dtype: Literal["float64", "float32"] = "float64"
+    return_normalized: bool = False
+
+
+class ImageReceipt(BaseModel):
+    frames: int
+    received_hw: list[int]
+
+
+class PredictResponse(BaseModel):
+    actions: dict[str, list[Floats]] = Field(description="group -> [horizon][dim], physical un-normalised targets")
+    action_horizon: int
+    action_keys: list[str]
+    action_dims: dict[str, int]
+    normalized: bool = Field(description="false: `actions` are in physical units")
+    action_pred_normalized: list[Floats] | None = Field(None, description="model-space chunk, when return_normalized")
+    embodiment: str
+    embodiment_id: int
+    version: str
+    model: str
+    layout: str
+    images: dict[str, ImageReceipt]
+    seq_len: int = Field(description="LLM prompt length of this request")
+    prompt_tokens: int = Field(description="tokens of the rendered instruction")
+    state_dtype: str
+    noise_source: Literal["seed", "client"]
+    seed: int | None
+    weights: dict = Field(description="source, revision, synthetic flag of the served weights")
+    backend: dict
+    warning: str | None = None
+    timing_ms: dict[str, float] = Field(description="decode, encode, device, decode_actions, total (server side)")

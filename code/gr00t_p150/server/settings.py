@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Server configuration from the environment, read once at boot into one frozen object.
+
+Every bad value fails at boot with the variable's name. Nothing here imports torch, ttnn or the port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+VERSIONS = ("n15",)  # n17 joins with its issue
+DEFAULT_LAYOUT = {"n15": "gr1"}
+DEFAULT_EMBODIMENT = {"n15": "gr1"}
+# Pinned weights, duplicated here as plain strings so that reading the configuration imports nothing
+# heavy; a test asserts they equal common.configs.HF_REPOS / HF_SNAPSHOT_SHAS.
+HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B"}
+HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e"}
+BACKENDS = ("auto", "torch", "ttnn")
+TORCH_DEVICES = ("auto", "cpu", "cuda")
+TORCH_DTYPES = ("float32",)  # bf16 (CUDA) arrives with the fast-path issue
+
+
+class SettingError(ValueError):
+    """A configuration value that cannot be used; the message names the variable."""
+
+
+def parse_mesh_shape(text: str) -> tuple[int, int]:
+    """'1x1', '(1, 1)' and '1,1' → (1, 1)."""
+    m = re.fullmatch(r"\s*\(?\s*(\d+)\s*[x×,]\s*(\d+)\s*\)?\s*", str(text))
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise SettingError(f"TT_MESH_SHAPE={text!r}: expected ROWSxCOLS such as '1x1', '(1, 1)' or '1,1'")
+    return int(m.group(1)), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    version: str
+    embodiment: str
+    layout: str
+    weights: str  # "hub", "synthetic:tiny", "synthetic:full" or a local snapshot directory
+    weights_repo: str
+    weights_revision: str
+    backend: str
+    torch_device: str
+    torch_dtype: str
+    mesh_shape: tuple[int, int]
+    warmup_runs: int
+    warmup_pcc_min: float
+    golden: Path | None  # explicit golden file for the fidelity gate (tests, audits)
+    cache_dir: Path
+    max_body_bytes: int
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["golden"] = str(self.golden) if self.golden else None
+        d["cache_dir"] = str(self.cache_dir)
+        return d
+
+
+def _choice(env: Mapping[str, str], name: str, default: str | None, choices) -> str:
+    value = env.get(name, default)
+    if value is None:
+        raise SettingError(f"{name} is required: set it to one of {list(choices)}")
+    if value not in choices:
+        raise SettingError(f"{name}={value!r}: expected one of {list(choices)}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r}: expected an integer") from None
+    if not lo <= value <= hi:
+        raise SettingError(f"{name}={value}: expected {lo}..{hi}")
+    return value
+
+
+def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
+    """Read the configuration (``os.environ`` by default). ``GR00T_VERSION`` is never guessed."""
+    env = os.environ if env is None else env
+    version = _choice(env, "GR00T_VERSION", None, VERSIONS)
+    layout = env.get("GR00T_LAYOUT", DEFAULT_LAYOUT[version])
+    if layout != DEFAULT_LAYOUT[version]:
+        raise SettingError(f"GR00T_LAYOUT={layout!r}: version {version} serves layout {DEFAULT_LAYOUT[version]!r}")
+    embodiment = env.get("GR00T_EMBODIMENT", DEFAULT_EMBODIMENT[version])
+    if embodiment != DEFAULT_EMBODIMENT[version]:
+        raise SettingError(f"GR00T_EMBODIMENT={embodiment!r}: layout {layout!r} serves {DEFAULT_EMBODIMENT[version]!r}")
+    revision = env.get("TT_WEIGHTS_REVISION", HF_SNAPSHOT_SHAS[version])
+    if not re.fullmatch(r"[0-9a-f]{40}", revision):
+        raise SettingError(f"TT_WEIGHTS_REVISION={revision!r}: expected a 40-hex commit sha")
+    weights = env.get("GR00T_WEIGHTS", "hub")
+    if weights.startswith("synthetic:") and weights not in ("synthetic:tiny", "synthetic:full"):
+        raise SettingError(f"GR00T_WEIGHTS={weights!r}: synthetic weights are 'synthetic:tiny' or 'synthetic:full'")
+    if weights != "hub" and not weights.startswith("synthetic:") and not Path(weights).is_dir():
+        raise SettingError(f"GR00T_WEIGHTS={weights!r}: not 'hub', 'synthetic:tiny|full' or an existing snapshot directory")
+    raw_pcc = env.get("GR00T_WARMUP_PCC_MIN", "0.999")
+    try:
+        pcc_min = float(raw_pcc)
+    except ValueError:
+        raise SettingError(f"GR00T_WARMUP_PCC_MIN={raw_pcc!r}: expected a number") from None
+    if not 0.0 < pcc_min <= 1.0:
+        raise SettingError(f"GR00T_WARMUP_PCC_MIN={pcc_min}: expected a value in (0, 1]")
+    golden = env.get("GR00T_GOLDEN")
+    if golden and not Path(golden).is_file():
+        raise SettingError(f"GR00T_GOLDEN={golden!r}: file not found")
+    cache = Path(env.get("GR00T_CACHE") or Path.home() / ".cache" / "gr00t-p150")
+    return ServerConfig(
+        version=version,
+        embodiment=embodiment,
+        layout=layout,
+        weights=weights,
+        weights_repo=HF_REPOS[version],
+        weights_revision=revision,
+        backend=_choice(env, "GR00T_BACKEND", "auto", BACKENDS),
+        torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
+        torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "float32", TORCH_DTYPES),
+        mesh_shape=parse_mesh_shape(env.get("TT_MESH_SHAPE", "1x1")),
+        warmup_runs=_int(env, "GR00T_WARMUP_RUNS", 3, 1, 1000),
+        warmup_pcc_min=pcc_min,
+        golden=Path(golden) if golden else None,
+        cache_dir=cache,
+        max_body_bytes=_int(env, "GR00T_MAX_BODY_BYTES", 64 * 2**20, 1024, 2**31),
+    )

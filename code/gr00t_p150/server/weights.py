@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where the weights come from (``GR00T_WEIGHTS``) and what they are, for provenance and caching.
+
+- ``hub``: the pinned revision from the Hugging Face cache (``local_files_only`` first, then a download);
+- a local snapshot directory;
+- ``synthetic:tiny`` / ``synthetic:full``: generated once, deterministically (seed 0), into the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .settings import ServerConfig
+
+# Files the server needs from a snapshot (the manifest's allow_patterns).
+ALLOW_PATTERNS = ["model-*.safetensors", "model.safetensors.index.json", "config.json", "experiment_cfg/metadata.json", "LICENSE"]
+SYNTHETIC_SEED = 0
+
+
+class WeightsError(RuntimeError):
+    """Weights that cannot be had: the message says what to do."""
+
+
+@dataclass(frozen=True)
+class WeightsInfo:
+    path: Path
+    source: str  # "hub", "local" or "synthetic:<scale>"
+    repo: str | None
+    revision: str | None
+    synthetic: dict | None  # the checkpoint's SYNTHETIC.json marker, None for real weights
+    fingerprint: str  # identifies the exact weights (cache key of the fidelity golden)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "path": str(self.path), "repo": self.repo, "revision": self.revision,
+                "synthetic": self.synthetic is not None, "synthetic_info": self.synthetic,
+                "fingerprint": self.fingerprint}
+
+
+def fingerprint(directory: Path, *, content: bool = False) -> str:
+    """sha256 over the small JSON files and, per shard, either its whole content (``content``) or its
+    size, mtime and safetensors header (or, for a Hugging Face cache symlink, the content-addressed
+    blob name it points to)."""
+    h = hashlib.sha256()
+    for name in ("config.json", "model.safetensors.index.json", "experiment_cfg/metadata.json", "SYNTHETIC.json"):
+        p = directory / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + p.read_bytes())
+    for shard in sorted(directory.glob("model*.safetensors")):
+        h.update(shard.name.encode())
+        if content:
+            with shard.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(block)
+        elif shard.is_symlink() and "blobs" in Path(os.readlink(shard)).parts:
+            h.update(Path(os.readlink(shard)).name.encode())
+        else:
+            st = shard.stat()
+            with shard.open("rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode() + fh.read(min(n, 100_000_000)))
+    return h.hexdigest()
+
+
+def resolve_weights(config: ServerConfig, log: Callable[[str], None]) -> WeightsInfo:
+    if config.weights.startswith("synthetic:"):
+        return _synthetic(config, config.weights.split(":", 1)[1], log)
+    if config.weights == "hub":
+        path = _from_hub(config, log)
+        return WeightsInfo(path, "hub", config.weights_repo, config.weights_revision, None, fingerprint(path))
+    path = Path(config.weights)
+    from models.experimental.gr00t.common.synthetic import synthetic_info  # noqa: PLC0415
+
+    return WeightsInfo(path, "local", None, None, synthetic_info(path), fingerprint(path))
+
+
+def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> WeightsInfo:
+    from models.experimental.gr00t.common.synthetic import synthetic_info, write_checkpoint  # noqa: PLC0415
+
+    path = config.cache_dir / "synthetic" / f"{config.version}-{scale}-seed{SYNTHETIC_SEED}"
+    if synthetic_info(path) is None:
+        log(f"Generating synthetic {scale} weights (random, seed {SYNTHETIC_SEED}) into {path}")
+        partial = path.with_name(path.name + f".partial-{os.getpid()}")
+        write_checkpoint(partial, scale=scale, seed=SYNTHETIC_SEED, log=log)
+        try:
+            partial.rename(path)
+        except OSError:  # another process finished first: use its copy
+            import shutil  # noqa: PLC0415
+
+            shutil.rmtree(partial, ignore_errors=True)
+    return WeightsInfo(path, f"synthetic:{scale}", None, None, synthetic_info(path),
+                       fingerprint(path, content=scale == "tiny"))
+
+
+def _from_hub(config: ServerConfig, log: Callable[[str], None]) -> Path:
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+
+    kwargs = {"repo_id": config.weights_repo, "revision": config.weights_revision, "allow_patterns": ALLOW_PATTERNS}
+    try:
+        return Path(snapshot_download(**kwargs, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached (huggingface_hub raises several types here)
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        raise WeightsError(_hint(config, "are not in the Hugging Face cache and HF_HUB_OFFLINE is set"))
+    log(f"Downloading weights for model: {config.weights_repo}@{config.weights_revision}")
+    try:
+        return Path(snapshot_download(**kwargs))
+    except Exception as exc:  # noqa: BLE001
+        raise WeightsError(_hint(config, f"could not be downloaded ({type(exc).__name__})")) from None
+
+
+def _hint(config: ServerConfig, what: str) -> str:
+    return (f"weights {config.weights_repo}@{config.weights_revision[:12]} {what}: download them where the hub is "
+            f"reachable (code/scripts/download_weights.sh, then copy the HF cache), or set GR00T_WEIGHTS to a local "
+            f"snapshot directory, or GR00T_WEIGHTS=synthetic:tiny for a test run with random weights")
+
+
+def read_golden(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WeightsError(f"fidelity golden {path} is unreadable ({exc})") from None

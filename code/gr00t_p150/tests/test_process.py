@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A real uvicorn process: the smoke test passes against it, and 8 concurrent clients each get exactly
+the answer a sequential request with the same seed gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+CODE = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(env: dict, port: int, log: Path) -> subprocess.Popen:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GR00T_", "TT_"))}  # only what we set
+    full_env = {**inherited, **env, "PYTHONPATH": str(CODE)}
+    return subprocess.Popen([sys.executable, "-m", "uvicorn", "gr00t_p150.server.app:app", "--host", "127.0.0.1",
+                             "--port", str(port)], env=full_env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture(scope="module")
+def live_server(server_env, tmp_path_factory):
+    port = free_port()
+    log = tmp_path_factory.mktemp("uvicorn") / "server.log"
+    proc = start(server_env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited early:\n{log.read_text()}")
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail(f"server not ready:\n{log.read_text()}")
+    yield url, log
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_boot_log_uses_the_phrases_tt_serve_watches(live_server):
+    _, log = live_server
+    text = log.read_text()
+    for phrase in ("Loading weights", "Opening device", "Warming up", "Fidelity gate", "Model warmup completed",
+                   "Application startup complete"):
+        assert phrase in text, phrase
+    assert text.index("Fidelity gate") < text.index("Application startup complete")
+
+
+def test_smoke_test_passes(live_server):
+    url, _ = live_server
+    proc = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("PASS smoke_test") and proc.stdout.count("\n") == 1
+
+
+def test_eight_concurrent_clients_get_their_own_sequential_answers(live_server, request_body):
+    url, _ = live_server
+    del request_body["noise"]
+    bodies = [{**request_body, "seed": s} for s in range(8)]
+    sequential = [post(url + "/predict", b)["actions"] for b in bodies]
+    assert len({json.dumps(a) for a in sequential}) == 8  # eight different answers to tell apart
+    with ThreadPoolExecutor(8) as pool:
+        concurrent = list(pool.map(lambda b: post(url + "/predict", b)["actions"], bodies))
+    assert concurrent == sequential
+
+
+def test_a_bad_setting_stops_the_boot_with_the_variable_named(server_env, tmp_path):
+    env = {k: v for k, v in server_env.items() if k != "GR00T_VERSION"}
+    log = tmp_path / "server.log"
+    proc = start(env, free_port(), log)
+    assert proc.wait(timeout=120) != 0
+    assert "Boot failed: GR00T_VERSION" in log.read_text()
+    assert "Application startup complete" not in log.read_text()

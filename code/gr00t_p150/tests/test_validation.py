@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every malformed request is refused with 400 naming the field (413 for oversize bodies), before any
+model work, and never changes a later answer."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def png(h: int, w: int) -> str:
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((h, w, 3), np.uint8)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+CASES = {
+    "unknown_camera": (lambda r: r["images"].update(wrist=r["images"]["ego_view"]), "images.wrist"),
+    "missing_camera": (lambda r: r.update(images={}), "images.ego_view"),
+    "two_frames": (lambda r: r["images"].update(ego_view=[r["images"]["ego_view"]] * 2), "images.ego_view"),
+    "not_base64": (lambda r: r["images"].update(ego_view="%%%not-base64%%%"), "images.ego_view"),
+    "not_an_image": (lambda r: r["images"].update(ego_view=base64.b64encode(b"GIF89 nope").decode()), "images.ego_view"),
+    "too_small": (lambda r: r["images"].update(ego_view=png(63, 256)), "images.ego_view"),
+    "too_large": (lambda r: r["images"].update(ego_view=png(64, 4097)), "images.ego_view"),
+    "missing_group": (lambda r: r["state"].pop("right_hand"), "state.right_hand"),
+    "extra_group": (lambda r: r["state"].update(waist=[[0.0, 0.0, 0.0]]), "state.waist"),
+    "wrong_length": (lambda r: r["state"].update(left_arm=[[0.0] * 8]), "state.left_arm"),
+    "string_in_state": (lambda r: r["state"].update(left_arm=[["0.1"] * 7]), "state.left_arm"),
+    "long_instruction": (lambda r: r.update(instruction="a" + " a" * 101), "instruction"),
+    "empty_instruction": (lambda r: r.update(instruction="  "), "instruction"),
+    "noise_shape": (lambda r: r.update(noise=[[0.0] * 32] * 15), "noise"),
+    "noise_and_seed": (lambda r: r.update(seed=3), "noise"),
+    "negative_seed": (lambda r: (r.pop("noise"), r.update(seed=-1)), "seed"),
+    "unknown_embodiment": (lambda r: r.update(embodiment="unitree_g1"), "embodiment"),
+    "unknown_field": (lambda r: r.update(temperature=0.5), "temperature"),
+    "bad_state_dtype": (lambda r: r.update(state_dtype="float16"), "state_dtype"),
+    "instruction_not_text": (lambda r: r.update(instruction=5), "instruction"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_malformed_request_is_a_400_naming_the_field(client, request_body, case):
+    mutate, field = CASES[case]
+    mutate(request_body)
+    r = client.post("/predict", json=request_body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["field"].startswith(field), err
+    assert err["rule"] and field in err["message"]
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_refused(client, request_body, token):
+    for where in ("state", "noise"):
+        text = json.dumps(request_body)
+        if where == "state":
+            text = text.replace(json.dumps(request_body["state"]["left_arm"][0][0]), token, 1)
+        else:
+            text = text.replace(json.dumps(request_body["noise"][0][0]), token, 1)
+        r = client.post("/predict", content=text, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["field"].startswith(where), r.json()
+
+
+def test_invalid_json_is_a_400(client):
+    r = client.post("/predict", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["field"] == "body"
+
+
+def test_oversize_body_is_refused_with_413(client, server_config, request_body):
+    filler = "x" * (server_config.max_body_bytes + 1)
+    r = client.post("/predict", json={**request_body, "instruction": filler})
+    assert r.status_code == 413 and "GR00T_MAX_BODY_BYTES" in r.json()["error"]["message"]
+
+
+def test_streamed_oversize_body_is_refused_with_413(client, server_config):
+    def chunks():
+        yield b'{"instruction": "'
+        for _ in range(server_config.max_body_bytes // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}'
+
+    r = client.post("/predict", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_bad_requests_do_not_change_later_answers(client, demo, request_body):
+    for case in CASES.values():
+        body = copy.deepcopy(demo["request"])
+        case[0](body)
+        client.post("/predict", json=body)
+    assert client.post("/predict", json=request_body).json()["actions"] == demo["expected"]["actions"]
