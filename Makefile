@@ -11,7 +11,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test bench-reference clean-venv
+PORT ?= 20000
+GR00T_VERSION ?= n15
+
+.PHONY: venv test demo serve bench-reference clean-venv
 
 venv: $(STAMP)
 
@@ -27,6 +30,15 @@ $(STAMP): requirements.lock
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Boot the server on synthetic:tiny weights, smoke-test and benchmark it, stop it.
+# Variants: make demo DEMO_WEIGHTS=synthetic:full DEMO_N=10
+demo: $(STAMP)
+	PYTHON=$(PY) code/scripts/demo.sh $(GR00T_VERSION) $(or $(DEMO_WEIGHTS),synthetic:tiny) $(or $(DEMO_N),20)
+
+# Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
+serve: $(STAMP)
+	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn gr00t_p150.server.app:app --host 0.0.0.0 --port $(PORT)
 
 bench-reference: $(STAMP)
 	$(PY) code/scripts/bench_reference.py

@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The shipped demo assets are what make_demo.py produces today, and the demo prompt is the
+published one (seq_len 296, 14 instruction tokens)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gr00t_p150.server.demo import DEMO_DIR, load_demo_request
+
+MAKE_DEMO = DEMO_DIR / "make_demo.py"
+
+
+def test_demo_assets_are_complete_and_published_shaped():
+    d = DEMO_DIR / "n15"
+    for name in ("observation.json", "noise.json", "expected.json", "frames/ego_view_t0.png"):
+        assert (d / name).is_file(), name
+    request = load_demo_request("n15")
+    assert request["instruction"] == "pick the pear from the counter and place it in the plate"
+    assert len(request["noise"]) == 16 and all(len(row) == 32 for row in request["noise"])
+    expected = json.loads((d / "expected.json").read_text())
+    assert (expected["seq_len"], expected["prompt_tokens"]) == (296, 14)
+    assert expected["weights"]["source"] == "synthetic:tiny"
+
+
+def test_demo_assets_are_reproducible_by_the_script():
+    proc = subprocess.run([sys.executable, str(MAKE_DEMO), "--check"], capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "up to date" in proc.stdout

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Boot the policy server on synthetic weights, run the smoke test and a short HTTP benchmark, stop it.
+#   code/scripts/demo.sh [VERSION] [WEIGHTS] [N]     defaults: n15 synthetic:tiny 20
+# Uses $PYTHON (default .venv/bin/python) and a free local port. Random weights: not a policy.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-.venv/bin/python}
+VERSION=${1:-n15}
+WEIGHTS=${2:-synthetic:tiny}
+N=${3:-20}
+PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LOG=$(mktemp -t gr00t-demo-XXXX.log)
+echo "==> booting GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS on 127.0.0.1:$PORT (log: $LOG)"
+GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS PYTHONPATH=code \
+  "$PYTHON" -m uvicorn gr00t_p150.server.app:app --host 127.0.0.1 --port "$PORT" >"$LOG" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 900); do
+  if ! kill -0 $PID 2>/dev/null; then echo "server exited during boot:"; tail -20 "$LOG"; exit 1; fi
+  if "$PYTHON" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then break; fi
+  sleep 1
+done
+grep -E "Fidelity gate|ready in" "$LOG" | sed 's/^/    /'
+echo "==> smoke test"
+"$PYTHON" code/gr00t_p150/server/smoke_test.py --url "http://127.0.0.1:$PORT"
+echo "==> HTTP benchmark"
+"$PYTHON" code/scripts/bench_http.py --url "http://127.0.0.1:$PORT" --warmup 3 --n "$N" ${BENCH_JSON:+--json "$BENCH_JSON"}
+echo "==> stopping the server"
