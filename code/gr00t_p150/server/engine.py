@@ -207,7 +207,8 @@ class Engine:
         }
 
 
-MODEL_NAMES = {"n15": "GR00T-N1.5-3B"}
+# The served package's name, as the published manifests report it; `backend` says where it ran.
+MODEL_NAMES = {"n15": "GR00T-N1.5-3B-p150", "n17": "GR00T-N1.7-3B-p150"}
 
 
 def contract(c: ServerConfig, lay, horizon: int, action_dim: int) -> dict[str, Any]:

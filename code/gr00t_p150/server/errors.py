@@ -19,8 +19,13 @@ def error_body(status: int, field: str | None, rule: str, **extra) -> JSONRespon
     return JSONResponse({"error": {"field": field, "rule": rule, "message": message, **extra}}, status_code=status)
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list"}
+
+
 def _loc(loc) -> str:
-    parts = [str(p) for p in loc if p != "body"]
+    """pydantic's location → a client's field path (drops ``body`` and union-branch tags such as
+    ``list[float]``)."""
+    parts = [str(p) for p in loc if p != "body" and str(p) not in _TYPE_TAGS and "[" not in str(p)]
     return ".".join(parts) if parts else "body"
 
 
@@ -32,7 +37,8 @@ def register(app: FastAPI) -> None:
         field = _loc(first.get("loc", ()))
         if first.get("type") == "json_invalid":
             field = "body"
-        details = [{"field": _loc(e.get("loc", ())), "rule": e.get("msg", "")} for e in errors[:20]]
+        details = [{"field": "body" if e.get("type") == "json_invalid" else _loc(e.get("loc", ())), "rule": e.get("msg", "")}
+                   for e in errors[:20]]
         return error_body(400, field, first.get("msg", "invalid value"), errors=details)
 
     @app.exception_handler(HTTPException)

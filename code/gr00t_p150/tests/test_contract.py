@@ -39,6 +39,7 @@ def test_demo_response_has_every_published_field(client, demo, request_body):
                                                                      "left_hand": (16, 6), "right_hand": (16, 6)}
     assert (body["action_horizon"], body["normalized"], body["embodiment"], body["embodiment_id"]) == (16, False, "gr1", 24)
     assert (body["version"], body["layout"], body["seq_len"], body["prompt_tokens"]) == ("n15", "gr1", 296, 14)
+    assert body["model"] == "GR00T-N1.5-3B-p150"  # the published package's name; `backend` says where it ran
     assert body["images"] == {"ego_view": {"frames": 1, "received_hw": [256, 256]}}
     assert (body["state_dtype"], body["noise_source"], body["seed"]) == ("float64", "client", None)
     assert set(body["timing_ms"]) == {"decode", "encode", "device", "decode_actions", "total"}
@@ -89,5 +90,5 @@ def test_health_info_demo_and_models(client, server_config):
     assert info["fidelity"]["pcc"] >= server_config.warmup_pcc_min
     assert info["warmup"]["runs"] == server_config.warmup_runs and info["warmup"]["median_ms"] > 0
     models = client.get("/v1/models").json()
-    assert models["data"] and models["data"][0]["id"] == "GR00T-N1.5-3B"
+    assert models["data"] and models["data"][0]["id"] == "GR00T-N1.5-3B-p150"
     json.dumps(info)  # JSON-serialisable throughout

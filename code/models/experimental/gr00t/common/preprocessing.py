@@ -25,6 +25,7 @@ from PIL import Image, UnidentifiedImageError
 from .errors import InputError
 
 CROP_SCALE = 0.95
+ACCEPTED_FORMATS = ("PNG", "JPEG")  # the contract; other decoders stay unreachable from a request
 MIN_SIDE, MAX_SIDE = 64, 4096
 Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # refuse decompression bombs before decoding
 
@@ -39,7 +40,7 @@ def decode_image(data: str | bytes, field: str = "image") -> np.ndarray:
         except (binascii.Error, ValueError):
             raise InputError(field, "is not valid base64") from None
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as img:
             w, h = img.size
             check_side(field, h, w)
             rgb = np.array(img.convert("RGB"), dtype=np.uint8)  # a writable copy
