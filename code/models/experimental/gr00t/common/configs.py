@@ -17,8 +17,8 @@ from typing import Any
 
 from .errors import ConfigError
 
-HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B"}
-HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e"}
+HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B", "n17": "nvidia/GR00T-N1.7-3B"}
+HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e", "n17": "2fc962b973bccdd5d8ce4f67cc63b264d6886495"}
 
 # Qwen3 / Eagle token ids (spec §3.3); the tokenizer tests pin them against the BPE files.
 IMG_CONTEXT_TOKEN_ID = 151669
@@ -92,6 +92,78 @@ class EagleConfig:
 
 
 @dataclass(frozen=True)
+class Qwen3VLVisionConfig:
+    """Qwen3-VL vision tower (HF ``Qwen3VLVisionConfig`` field names; Cosmos-Reason2-2B values)."""
+
+    depth: int = 24
+    hidden_size: int = 1024
+    intermediate_size: int = 4096
+    num_heads: int = 16
+    patch_size: int = 16
+    temporal_patch_size: int = 2
+    spatial_merge_size: int = 2
+    in_channels: int = 3
+    num_position_embeddings: int = 2304  # a 48 × 48 learned grid, interpolated to each image's grid
+    out_hidden_size: int = 2048
+    deepstack_visual_indexes: tuple[int, ...] = (5, 11, 17)
+    layer_norm_eps: float = 1e-6
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def patch_dim(self) -> int:
+        return self.in_channels * self.temporal_patch_size * self.patch_size**2
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("layer_norm_eps")
+        return {"model_type": "qwen3_vl", "hidden_act": "gelu_pytorch_tanh", **d,
+                "deepstack_visual_indexes": list(self.deepstack_visual_indexes)}
+
+
+@dataclass(frozen=True)
+class Qwen3VLTextConfig:
+    """Qwen3-VL text decoder (HF ``Qwen3VLTextConfig`` field names). GR00T N1.7 keeps the first
+    ``select_layer`` layers and uses the last one's raw output (no final norm)."""
+
+    hidden_size: int = 2048
+    intermediate_size: int = 6144
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 8
+    head_dim: int = 128
+    num_hidden_layers: int = 28
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 5e6
+    mrope_section: tuple[int, int, int] = (24, 20, 20)  # frequencies per T / H / W axis, interleaved
+    vocab_size: int = 151936
+    max_position_embeddings: int = 262144
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("mrope_section")
+        d.pop("rope_theta")
+        return {"model_type": "qwen3_vl_text", "hidden_act": "silu", "attention_bias": False, **d,
+                "rope_scaling": {"rope_type": "default", "mrope_interleaved": True,
+                                 "mrope_section": list(self.mrope_section)},
+                "rope_theta": self.rope_theta, "tie_word_embeddings": True}
+
+
+@dataclass(frozen=True)
+class Qwen3VLConfig:
+    """The N1.7 backbone (Cosmos-Reason2-2B, Qwen3-VL-2B layout) as GR00T uses it."""
+
+    vision: Qwen3VLVisionConfig = field(default_factory=Qwen3VLVisionConfig)
+    text: Qwen3VLTextConfig = field(default_factory=Qwen3VLTextConfig)
+    select_layer: int = 16
+    image_token_id: int = 151655
+    video_token_id: int = 151656
+    vision_start_token_id: int = 151652
+    vision_end_token_id: int = 151653
+
+
+@dataclass(frozen=True)
 class DiTConfig:
     num_attention_heads: int = 32
     attention_head_dim: int = 48
@@ -102,6 +174,9 @@ class DiTConfig:
     norm_eps: float = 1e-5  # block LayerNorms (no affine)
     out_norm_eps: float = 1e-6  # norm_out before proj_out_2
     timestep_channels: int = 256  # diffusers Timesteps(256) feeding the timestep MLP
+    # N1.7's AlternateVLDiT: cross-attention blocks alternate between the text tokens and the image
+    # tokens of the VL sequence, text every n-th cross block; 0 = every cross block sees all (N1.5).
+    attend_text_every_n_blocks: int = 0
 
     @property
     def inner_dim(self) -> int:
@@ -110,6 +185,13 @@ class DiTConfig:
     def cross_attends(self, block: int) -> bool:
         """Even blocks cross-attend to the VL tokens, odd blocks self-attend (when interleaved)."""
         return block % 2 == 0 or not self.interleave_self_attention
+
+    def cross_keys(self, block: int) -> str:
+        """Which VL tokens a cross-attention block sees: "all", "text" or "image"."""
+        n = self.attend_text_every_n_blocks
+        if n == 0:
+            return "all"
+        return "text" if block % (2 * n) == 0 else "image"
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,14 @@ class Layout:
     state_groups: tuple[tuple[str, int], ...]  # request order == model order
     action_groups: tuple[tuple[str, int], ...]  # slices of the normalised action vector, in order
     max_text_tokens: int  # instruction tokens (as rendered into the prompt); longer is refused
-    state_encoding: str  # "sin_cos" (GR1 arms-only: no statistics)
-    action_normalization: str  # "min_max" (statistics.action.<group>.{min,max})
+    state_encoding: str  # "sin_cos" (GR1: no statistics) or "q01_q99" (clip to [-1, 1])
+    action_normalization: str  # "min_max" (N1.5 metadata) or "per_key" (N1.7 statistics, see action_reps)
     default_seed: int
+    # N1.7: how each action group maps back to the robot: "absolute" (q01/q99 of the action statistics),
+    # "relative_add" (per-step relative min/max, then added to the state) or "relative_eef9d" (per-step
+    # relative min/max, then composed onto the state's pose in SE(3)).
+    action_reps: tuple[tuple[str, str], ...] = ()
+    aspect_range: tuple[float, float] | None = None  # allowed width / height of every frame
 
     @property
     def n_images(self) -> int:
@@ -60,8 +65,26 @@ GR1 = Layout(
     default_seed=0,
 )
 
-LAYOUTS = {GR1.name: GR1}
-DEFAULT_LAYOUT = {"n15": "gr1"}
+# DROID Franka (spec gr00t_n17.md §1.3): two cameras × frames (t−15, t), relative EEF + relative joints.
+DROID = Layout(
+    name="droid",
+    version="n17",
+    embodiment="oxe_droid_relative_eef_relative_joint",
+    embodiment_id=24,
+    cameras=("exterior_image_1_left", "wrist_image_left"),
+    frames_per_camera=2,
+    state_groups=(("eef_9d", 9), ("gripper_position", 1), ("joint_position", 7)),
+    action_groups=(("eef_9d", 9), ("gripper_position", 1), ("joint_position", 7)),
+    max_text_tokens=51,
+    state_encoding="q01_q99",
+    action_normalization="per_key",
+    default_seed=42,
+    action_reps=(("eef_9d", "relative_eef9d"), ("gripper_position", "absolute"), ("joint_position", "relative_add")),
+    aspect_range=(1.686, 1.814),  # 16:9 frames land on the 16 × 28 patch grid
+)
+
+LAYOUTS = {GR1.name: GR1, DROID.name: DROID}
+DEFAULT_LAYOUT = {"n15": "gr1", "n17": "droid"}
 
 
 def get_layout(name: str) -> Layout:

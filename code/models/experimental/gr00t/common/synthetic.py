@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Synthetic checkpoints in exactly the real snapshot's format, with deterministic random weights.
 
-A directory written here has what ``nvidia/GR00T-N1.5-3B`` has: ``config.json``, sharded
-``model-0000k-of-0000n.safetensors`` with the real tensor names and stored dtypes, the index, and
-``experiment_cfg/metadata.json`` with GR1 statistics and modalities. A ``SYNTHETIC.json`` marker says
+A directory written here has what the real snapshot has: ``config.json``, sharded
+``model-0000k-of-0000n.safetensors`` with the real tensor names and stored dtypes, the index, and the
+normalisation files (N1.5: ``experiment_cfg/metadata.json`` with GR1 statistics and modalities; N1.7:
+``statistics.json``, ``processor_config.json``, ``embodiment_id.json`` for DROID). A ``SYNTHETIC.json`` marker says
 the weights are random, so nothing downstream can present them as a policy.
 
 Every tensor is drawn from its own generator seeded by (seed, name), so a tensor's values do not
@@ -26,8 +27,9 @@ from safetensors.torch import save_file
 
 from .checkpoint import INDEX_FILE
 from .configs import Gr00tN15Config
-from .layouts import GR1, Layout
-from .weights import TensorSpec, n15_inventory
+from .configs_n17 import Gr00tN17Config
+from .layouts import DROID, GR1, Layout
+from .weights import TensorSpec, inventory
 
 SYNTHETIC_MARKER = "SYNTHETIC.json"
 METADATA_FILE = "experiment_cfg/metadata.json"
@@ -96,6 +98,53 @@ def gr1_metadata(layout: Layout = GR1, seed: int = 0, resolution: tuple[int, int
     }
 
 
+def droid_statistics(layout: Layout = DROID, seed: int = 0) -> dict:
+    """A well-formed N1.7 ``statistics.json``: state / action statistics per key and per-step
+    (horizon × dim) relative-action statistics for the relative keys (spec §1.4)."""
+    rng = np.random.default_rng(seed)
+    horizon = 40
+
+    def stats(dim: int, rows: int | None = None) -> dict[str, list]:
+        shape = (dim,) if rows is None else (rows, dim)
+        growth = 1.0 if rows is None else np.linspace(0.2, 1.0, rows)[:, None]  # relative ranges grow with the step
+        lo = -rng.uniform(0.2, 1.5, shape) * growth
+        hi = rng.uniform(0.2, 1.5, shape) * growth
+        mean = lo + (hi - lo) * rng.uniform(0.3, 0.7, shape)
+        std = (hi - lo) * rng.uniform(0.1, 0.3, shape)
+        return {k: v.tolist() for k, v in (("min", lo), ("max", hi), ("mean", mean), ("std", std),
+                                           ("q01", lo + (hi - lo) * 0.01), ("q99", hi - (hi - lo) * 0.01))}
+
+    relative = [k for k, rep in layout.action_reps if rep.startswith("relative")]
+    return {layout.embodiment: {
+        "state": {k: stats(d) for k, d in layout.state_groups},
+        "action": {k: stats(d) for k, d in layout.action_groups},
+        "relative_action": {k: stats(d, horizon) for k, d in layout.action_groups if k in relative},
+    }}
+
+
+def droid_processor_config(layout: Layout = DROID) -> dict:
+    """``processor_config.json`` as ``Gr00tN1d7Processor.save_pretrained`` writes it (enum names)."""
+    reps = {"relative_eef9d": ("RELATIVE", "EEF", "XYZ_ROT6D"), "absolute": ("ABSOLUTE", "NON_EEF", "DEFAULT"),
+            "relative_add": ("RELATIVE", "NON_EEF", "DEFAULT")}
+    keys = [k for k, _ in layout.action_groups]
+    modality = {
+        "video": {"delta_indices": [-15, 0], "modality_keys": list(layout.cameras)},
+        "state": {"delta_indices": [0], "modality_keys": [k for k, _ in layout.state_groups]},
+        "action": {"delta_indices": list(range(40)), "modality_keys": keys, "action_configs": [
+            {"rep": reps[rep][0], "type": reps[rep][1], "format": reps[rep][2], "state_key": key}
+            for key, rep in layout.action_reps]},
+        "language": {"delta_indices": [0], "modality_keys": ["annotation.language.language_instruction"]},
+    }
+    return {"processor_class": "Gr00tN1d7Processor", "processor_kwargs": {
+        "modality_configs": {layout.embodiment: modality}, "image_crop_size": [230, 230],
+        "image_target_size": [256, 256], "use_albumentations": True, "shortest_image_edge": 256,
+        "crop_fraction": 0.95, "letter_box_transform": False, "model_name": "nvidia/Cosmos-Reason2-2B",
+        "model_type": "qwen", "formalize_language": True, "max_state_dim": 132, "max_action_dim": 132,
+        "max_action_horizon": 40, "use_percentiles": True, "use_mean_std": False, "clip_outliers": True,
+        "apply_sincos_state_encoding": False, "use_relative_action": True, "exclude_state": False,
+        "state_dropout_prob": 0.2}}
+
+
 def plan_shards(inventory: list[TensorSpec], max_shard_bytes: int) -> list[list[TensorSpec]]:
     """Greedy split in state-dict order, like ``save_pretrained``: a shard closes when the next tensor
     would push it past the limit."""
@@ -111,16 +160,19 @@ def plan_shards(inventory: list[TensorSpec], max_shard_bytes: int) -> list[list[
 
 
 def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max_shard_bytes: int | None = None,
-                     log: Callable[[str], None] | None = None) -> Path:
-    """Write a synthetic N1.5 checkpoint to ``out`` and return its path."""
+                     version: str = "n15", log: Callable[[str], None] | None = None) -> Path:
+    """Write a synthetic checkpoint of ``version`` (n15 or n17) to ``out`` and return its path."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    config = Gr00tN15Config.preset(scale)
-    inventory = n15_inventory(config)
-    shards = plan_shards(inventory, max_shard_bytes or DEFAULT_SHARD_BYTES[scale])
+    config_cls = {"n15": Gr00tN15Config, "n17": Gr00tN17Config}.get(version)
+    if config_cls is None:
+        raise ValueError(f"unknown version {version!r}")
+    config = config_cls.preset(scale)
+    specs = inventory(config)
+    shards = plan_shards(specs, max_shard_bytes or DEFAULT_SHARD_BYTES[scale])
     out = Path(out)
-    (out / "experiment_cfg").mkdir(parents=True, exist_ok=True)
-    total = sum(s.nbytes for s in inventory)
-    log(f"writing synthetic n15/{scale} checkpoint (seed {seed}): {len(inventory)} tensors, "
+    out.mkdir(parents=True, exist_ok=True)
+    total = sum(s.nbytes for s in specs)
+    log(f"writing synthetic {version}/{scale} checkpoint (seed {seed}): {len(specs)} tensors, "
         f"{total / 1e9:.3f} GB in {len(shards)} shard(s) -> {out}")
     t0 = time.perf_counter()
     weight_map, written = {}, 0
@@ -134,12 +186,20 @@ def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max
         written += sum(s.nbytes for s in shard)
         log(f"  {fname}: {len(shard)} tensors, {written / total:.0%} done, {time.perf_counter() - t0:.1f} s")
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
-    (out / "config.json").write_text(json.dumps(config.to_checkpoint_json(record_eagle=scale != "full"), indent=2) + "\n")
-    (out / METADATA_FILE).write_text(json.dumps(gr1_metadata(seed=seed), indent=2) + "\n")
-    marker = {"synthetic": True, "version": config.version, "scale": scale, "seed": seed,
-              "note": "random weights generated by make_synthetic_checkpoint.py; not a policy"}
-    (out / SYNTHETIC_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    files = {INDEX_FILE: index}
+    if version == "n15":
+        files["config.json"] = config.to_checkpoint_json(record_eagle=scale != "full")
+        files[METADATA_FILE] = gr1_metadata(seed=seed)
+    else:
+        files["config.json"] = config.to_checkpoint_json(record_backbone=scale != "full")
+        files["statistics.json"] = droid_statistics(seed=seed)
+        files["processor_config.json"] = droid_processor_config()
+        files["embodiment_id.json"] = {"oxe_droid_relative_eef_relative_joint": 24, "libero_sim": 2, "new_embodiment": 10}
+    files[SYNTHETIC_MARKER] = {"synthetic": True, "version": version, "scale": scale, "seed": seed,
+                               "note": "random weights generated by make_synthetic_checkpoint.py; not a policy"}
+    for name, content in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(content, indent=2) + "\n")
     log(f"done in {time.perf_counter() - t0:.1f} s")
     return out
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .configs import ActionHeadConfig, Gr00tN15Config, Qwen3Config, SiglipConfig
+from .configs import ActionHeadConfig, Gr00tN15Config, Qwen3Config, Qwen3VLVisionConfig, SiglipConfig
 
 VISION_PREFIX = "backbone.eagle_model.vision_model.vision_model."
 MLP1_PREFIX = "backbone.eagle_model.mlp1."
@@ -21,7 +21,12 @@ ACTION_HEAD_PREFIX = "action_head."
 
 # Present in the module but never computed; a checkpoint may or may not carry it. The tied lm_head
 # is dropped by save_pretrained (spec §7), but a loader must not choke if a snapshot has it.
-OPTIONAL_UNUSED_KEYS = ("backbone.eagle_model.language_model.lm_head.weight",)
+OPTIONAL_UNUSED_KEYS = ("backbone.eagle_model.language_model.lm_head.weight", "backbone.model.lm_head.weight")
+
+# N1.7: the backbone is a whole Qwen3VLForConditionalGeneration under ``backbone.model.``.
+N17_VISION_PREFIX = "backbone.model.model.visual."
+N17_LLM_PREFIX = "backbone.model.model.language_model."
+N17_LM_HEAD = "backbone.model.lm_head.weight"
 
 # NVIDIA builds the Eagle backbone in bf16 (Eagle config torch_dtype) and the action head in fp32.
 BACKBONE_DTYPE = torch.bfloat16
@@ -124,7 +129,8 @@ def action_head_shapes(c: ActionHeadConfig) -> Shapes:
     rows += _category("action_encoder.W3", n, w, w)
     rows += _category("action_decoder.layer1", n, c.hidden_size, c.hidden_size)
     rows += _category("action_decoder.layer2", n, c.hidden_size, c.action_dim)
-    rows += [("future_tokens.weight", (c.num_target_vision_tokens, w))]
+    if c.num_target_vision_tokens:  # N1.5's learned future tokens; N1.7 has none
+        rows += [("future_tokens.weight", (c.num_target_vision_tokens, w))]
     d = c.backbone_embedding_dim
     rows += _layer_norm("vlln", d)
     for i in range(vl.num_layers):
@@ -148,3 +154,39 @@ def n15_inventory(config: Gr00tN15Config) -> list[TensorSpec]:
         (ACTION_HEAD_PREFIX, action_head_shapes(config.action_head), ACTION_HEAD_DTYPE),
     ]
     return [TensorSpec(prefix + name, shape, dtype) for prefix, rows, dtype in groups for name, shape in rows]
+
+
+def qwen3vl_vision_shapes(c: Qwen3VLVisionConfig) -> Shapes:
+    d, f, merged = c.hidden_size, c.intermediate_size, c.hidden_size * c.spatial_merge_size**2
+    rows: Shapes = [("patch_embed.proj.weight", (d, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size)),
+                    ("patch_embed.proj.bias", (d,)), ("pos_embed.weight", (c.num_position_embeddings, d))]
+    for i in range(c.depth):  # HF Qwen3VLVisionBlock definition order: norm1, norm2, attn, mlp
+        p = f"blocks.{i}."
+        rows += _layer_norm(p + "norm1", d) + _layer_norm(p + "norm2", d)
+        rows += _linear(p + "attn.qkv", 3 * d, d) + _linear(p + "attn.proj", d, d)
+        rows += _linear(p + "mlp.linear_fc1", f, d) + _linear(p + "mlp.linear_fc2", d, f)
+    rows += _layer_norm("merger.norm", d)
+    rows += _linear("merger.linear_fc1", merged, merged) + _linear("merger.linear_fc2", c.out_hidden_size, merged)
+    for j in range(len(c.deepstack_visual_indexes)):
+        p = f"deepstack_merger_list.{j}."
+        rows += _layer_norm(p + "norm", merged)
+        rows += _linear(p + "linear_fc1", merged, merged) + _linear(p + "linear_fc2", c.out_hidden_size, merged)
+    return rows
+
+
+def n17_inventory(config) -> list[TensorSpec]:
+    """Every tensor of an N1.7 checkpoint with ``config``'s dimensions (a ``Gr00tN17Config``), all bf16
+    as released (the published manifest counts 1,031 bf16 tensors, lm_head included)."""
+    b, bf16 = config.backbone, torch.bfloat16
+    groups = [
+        (N17_VISION_PREFIX, qwen3vl_vision_shapes(b.vision)),
+        (N17_LLM_PREFIX, qwen3_shapes(b.text, b.select_layer)),
+        ("", [(N17_LM_HEAD, (b.text.vocab_size, b.text.hidden_size))]),
+        (ACTION_HEAD_PREFIX, action_head_shapes(config.action_head)),
+    ]
+    return [TensorSpec(prefix + name, shape, bf16) for prefix, rows in groups for name, shape in rows]
+
+
+def inventory(config) -> list[TensorSpec]:
+    """The checkpoint inventory of either version's config."""
+    return n15_inventory(config) if config.version == "n15" else n17_inventory(config)

@@ -75,7 +75,8 @@ class FlowmatchingActionHead(nn.Module):
         self.state_encoder = CategorySpecificMLP(n, c.max_state_dim, c.hidden_size, w)
         self.action_encoder = MultiEmbodimentActionEncoder(n, c.action_dim, w)
         self.action_decoder = CategorySpecificMLP(n, c.hidden_size, c.hidden_size, c.action_dim)
-        self.future_tokens = nn.Embedding(c.num_target_vision_tokens, w)
+        if c.num_target_vision_tokens:  # N1.5's learned "future" tokens; N1.7 has none
+            self.future_tokens = nn.Embedding(c.num_target_vision_tokens, w)
         self.vlln = nn.LayerNorm(c.backbone_embedding_dim, eps=c.vlln_eps)  # use_vlln is required (configs)
         self.vl_self_attention = SelfAttentionTransformer(c.vl_self_attention)
         self.position_embedding = nn.Embedding(c.max_seq_len, w)
@@ -85,26 +86,29 @@ class FlowmatchingActionHead(nn.Module):
         return self.vl_self_attention(self.vlln(backbone_features))
 
     def velocity(self, x: torch.Tensor, bucket: int, vl_embs: torch.Tensor, state_features: torch.Tensor,
-                 cat_ids: torch.Tensor) -> torch.Tensor:
+                 cat_ids: torch.Tensor, key_masks: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """One DiT evaluation: noisy actions [B, H, D] at ``bucket`` → velocity [B, H, D]."""
         b, horizon = x.shape[0], self.config.action_horizon
         buckets = torch.full((b,), bucket, dtype=torch.int64, device=x.device)
         action_features = self.action_encoder(x, buckets, cat_ids)  # [B, H, w]
         action_features = action_features + self.position_embedding.weight[:horizon].unsqueeze(0)  # add_pos_embed
-        future = self.future_tokens.weight.unsqueeze(0).expand(b, -1, -1)
-        tokens = torch.cat([state_features, future, action_features], dim=1)  # [B, 1 + 32 + H, w]
-        out = self.model(tokens, vl_embs, buckets)  # [B, 49, hidden]
+        parts = [state_features, action_features]
+        if self.config.num_target_vision_tokens:
+            parts.insert(1, self.future_tokens.weight.unsqueeze(0).expand(b, -1, -1))
+        tokens = torch.cat(parts, dim=1)  # N1.5: [B, 1 + 32 + 16, w]; N1.7: [B, 1 + 40, w]
+        out = self.model(tokens, vl_embs, buckets, key_masks)  # [B, T, hidden]
         return self.action_decoder(out, cat_ids)[:, -horizon:]
 
     def sample(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, noise: torch.Tensor,
-               on_step: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
+               on_step: Callable[[int, torch.Tensor], None] | None = None,
+               key_masks: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Euler integration from ``noise`` [B, H, D] (t = 0) → normalised actions [B, H, D].
         ``on_step(i, velocity)`` is called after each step (taps, timing)."""
         c = self.config
         dt = step_size(c.num_inference_timesteps)
         x = noise.to(vl_embs.dtype)
         for i, bucket in enumerate(timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets)):
-            v = self.velocity(x, bucket, vl_embs, state_features, cat_ids)
+            v = self.velocity(x, bucket, vl_embs, state_features, cat_ids, key_masks)
             x = x + dt * v
             if on_step is not None:
                 on_step(i, v)

@@ -34,11 +34,14 @@ class Attention(nn.Module):
         v = self.to_v(context).view(b, s, self.heads, self.head_dim).transpose(1, 2)
         return k, v
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
+                key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``key_mask`` [B, S_kv] bool, True = attend (N1.7's text-only / image-only cross blocks)."""
         b, s, _ = x.shape
         q = self.to_q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)  # [B, H, S, hd]
         k, v = self.project_kv(x if context is None else context)
-        o = F.scaled_dot_product_attention(q, k, v, scale=self.head_dim**-0.5)
+        mask = None if key_mask is None else key_mask[:, None, None, :]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.head_dim**-0.5)
         return self.to_out[0](o.transpose(1, 2).reshape(b, s, -1))
 
 
@@ -91,9 +94,10 @@ class TransformerBlock(nn.Module):
         self.norm3 = nn.LayerNorm(dim, eps=eps, elementwise_affine=not ada_norm)
         self.ff = FeedForward(dim)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, temb: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, temb: torch.Tensor | None = None,
+                key_mask: torch.Tensor | None = None) -> torch.Tensor:
         n = self.norm1(x, temb) if self.ada_norm else self.norm1(x)
-        x = x + self.attn1(n, context)
+        x = x + self.attn1(n, context, key_mask)
         return x + self.ff(self.norm3(x))
 
 
@@ -128,7 +132,10 @@ class TimestepEncoder(nn.Module):
 
 
 class DiT(nn.Module):
-    """``action_head.model``: [B, 49, D] state/future/action tokens → [B, 49, output_dim]."""
+    """``action_head.model``: state (+ future) + action tokens [B, T, D] → [B, T, output_dim].
+
+    N1.5: every cross block sees all VL tokens. N1.7 (AlternateVLDiT): cross blocks alternate between
+    the text tokens and the image tokens, selected by ``key_masks`` {"text": [B, S], "image": [B, S]}."""
 
     def __init__(self, c: DiTConfig):
         super().__init__()
@@ -144,10 +151,16 @@ class DiT(nn.Module):
         self.proj_out_1 = nn.Linear(d, 2 * d)
         self.proj_out_2 = nn.Linear(d, c.output_dim)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, context: torch.Tensor, timesteps: torch.Tensor,
+                key_masks: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         temb = self.timestep_encoder(timesteps)  # [B, D], shared by every block and the output layer
+        c = self.config
         for i, block in enumerate(self.transformer_blocks):
-            x = block(x, context if self.config.cross_attends(i) else None, temb)
+            if c.cross_attends(i):
+                keys = c.cross_keys(i)
+                x = block(x, context, temb, None if keys == "all" else key_masks[keys])
+            else:
+                x = block(x, None, temb)
         shift, scale = self.proj_out_1(F.silu(temb)).chunk(2, dim=-1)  # shift first here
         return self.proj_out_2(self.norm_out(x) * (1 + scale[:, None]) + shift[:, None])
 
