@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Qwen3-VL backbone of GR00T N1.7 (Cosmos-Reason2-2B; spec §2.1, §4).
+
+Vision tower (Conv3d patch embed + interpolated learned 48×48 position grid + 2-D RoPE, per-image
+attention, DeepStack mergers) → image tokens scattered into the prompt embeddings → the first
+``select_layer`` Qwen3 decoder layers with interleaved 3-axis M-RoPE and DeepStack injection after
+the first layers. The feature is the raw output of the last kept layer: ``language_model.norm`` is
+loaded but not applied (spec §4.3). NVIDIA reads ``hidden_states[-1]`` of the HF wrapper and
+documents it as pre-norm; under transformers 5.12.1 that tensor is tied to the normed
+``last_hidden_state``, so HF's output_hidden_states is not a drop-in oracle for this feature.
+
+Module names equal the checkpoint keys under ``backbone.`` (``model.model.visual.*``,
+``model.model.language_model.*``). There are no registered buffers (RoPE tables are computed per
+call), so the whole tree can be built on the meta device and loaded with ``assign=True``. Numerics
+follow transformers 5.12.1 ``modeling_qwen3_vl.py``, except that the RoPE frequencies stay fp32 when
+the weights are bf16 (HF's ``.to(bfloat16)`` rounds its ``inv_freq`` buffers; NVIDIA's loader
+re-derives them in fp32 after loading).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..common.configs import Qwen3VLConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
+from .torch_qwen3 import Qwen3DecoderLayer, Qwen3RMSNorm, rotate_half
+
+VISION_ROPE_THETA = 10000.0  # HF Qwen3VLVisionRotaryEmbedding default; not in any config file
+
+
+# ---- vision tower ---------------------------------------------------------------------------------
+
+
+def merge_order(h: int, w: int, merge: int, device: torch.device) -> torch.Tensor:
+    """Raster indices (row * w + col) of an h×w patch grid listed in merge order: the image
+    processor emits patches as (h/merge, w/merge, merge, merge) so that every ``merge²`` consecutive
+    patches form one output token. [h * w] int64."""
+    idx = torch.arange(h * w, device=device).view(h // merge, merge, w // merge, merge)
+    return idx.transpose(1, 2).flatten()
+
+
+def vision_position_embedding(table: torch.Tensor, grid_thw: list[list[int]], merge: int) -> torch.Tensor:
+    """Bilinear interpolation of the learned ``side × side`` grid to each image's h×w grid, corners
+    aligned (``linspace(0, side-1, n)``), in merge order, repeated over t. [N_patches, D]
+
+    transformers 5.12.1 keeps the corner weights in fp32 and casts the weighted sum afterwards;
+    4.57 (the version NVIDIA ran) cast the weights to the table dtype first. Same in fp32.
+    """
+    side = int(table.shape[0] ** 0.5)
+    out = []
+    for t, h, w in grid_thw:
+        hs = torch.linspace(0, side - 1, h, device=table.device)  # [h] fractional source rows
+        ws = torch.linspace(0, side - 1, w, device=table.device)
+        h0, w0 = hs.int(), ws.int()  # floor (non-negative)
+        h1, w1 = (h0 + 1).clamp(max=side - 1), (w0 + 1).clamp(max=side - 1)
+        dh, dw = (hs - h0)[:, None], (ws - w0)[None, :]  # [h, 1], [1, w]
+        corners = (
+            (h0[:, None] * side + w0[None, :], (1 - dh) * (1 - dw)),
+            (h0[:, None] * side + w1[None, :], (1 - dh) * dw),
+            (h1[:, None] * side + w0[None, :], dh * (1 - dw)),
+            (h1[:, None] * side + w1[None, :], dh * dw),
+        )
+        order = merge_order(h, w, merge, table.device)
+        idx = torch.stack([i.flatten()[order] for i, _ in corners])  # [4, h*w]
+        wgt = torch.stack([c.flatten()[order] for _, c in corners])  # [4, h*w] fp32
+        out.append((table[idx] * wgt[:, :, None]).sum(0).repeat(t, 1))  # [t*h*w, D]
+    return torch.cat(out)
+
+
+def vision_rope_cos_sin(grid_thw: list[list[int]], head_dim: int, merge: int,
+                        device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """2-D RoPE tables [N_patches, head_dim] (fp32): the first half of the rotary frequencies
+    rotates by the patch row, the second by its column (each ``head_dim/4`` frequencies of
+    ``1/10000^(2i/(head_dim/2))``), then duplicated for rotate-half."""
+    rot = head_dim // 2
+    inv_freq = 1.0 / (VISION_ROPE_THETA ** (torch.arange(0, rot, 2, dtype=torch.float32, device=device) / rot))
+    rows, cols = [], []
+    for t, h, w in grid_thw:
+        order = merge_order(h, w, merge, device)
+        rows.append((order // w).repeat(t))
+        cols.append((order % w).repeat(t))
+    rows, cols = torch.cat(rows).float(), torch.cat(cols).float()
+    freqs = torch.cat((rows[:, None] * inv_freq, cols[:, None] * inv_freq), dim=-1)  # [N, head_dim/2]
+    emb = torch.cat((freqs, freqs), dim=-1)  # [N, head_dim]
+    return emb.cos(), emb.sin()
+
+
+class Qwen3VLVisionPatchEmbed(nn.Module):
+    def __init__(self, c: Qwen3VLVisionConfig):
+        super().__init__()
+        self.config = c
+        kernel = (c.temporal_patch_size, c.patch_size, c.patch_size)
+        # Kernel = stride = the whole flattened patch: a Linear stored in Conv3d layout.
+        self.proj = nn.Conv3d(c.in_channels, c.hidden_size, kernel_size=kernel, stride=kernel)
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        x = pixel_values.view(-1, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size)
+        return self.proj(x.to(self.proj.weight.dtype)).view(-1, c.hidden_size)  # [N, D]
+
+
+class Qwen3VLVisionAttention(nn.Module):
+    def __init__(self, c: Qwen3VLVisionConfig):
+        super().__init__()
+        self.heads, self.head_dim = c.num_heads, c.head_dim
+        self.qkv = nn.Linear(c.hidden_size, 3 * c.hidden_size)
+        self.proj = nn.Linear(c.hidden_size, c.hidden_size)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
+        n = x.shape[0]
+        q, k, v = self.qkv(x).view(n, 3, self.heads, self.head_dim).unbind(1)  # 3 × [N, H, hd]
+        # HF rotates in fp32 and casts back to the activation dtype.
+        cos, sin = cos[:, None, :], sin[:, None, :]
+        q = (q.float() * cos + rotate_half(q.float()) * sin).to(x.dtype)
+        k = (k.float() * cos + rotate_half(k.float()) * sin).to(x.dtype)
+        q, k, v = (y.transpose(0, 1)[None] for y in (q, k, v))  # [1, H, N, hd]
+        # Block-diagonal attention: every image (every temporal slice) attends only to itself.
+        out = [
+            F.scaled_dot_product_attention(qi, ki, vi, scale=self.head_dim**-0.5)
+            for qi, ki, vi in zip(q.split(seq_lens, 2), k.split(seq_lens, 2), v.split(seq_lens, 2))
+        ]
+        o = torch.cat(out, dim=2)[0].transpose(0, 1).reshape(n, -1)  # [N, D]
+        return self.proj(o)
+
+
+class Qwen3VLVisionMLP(nn.Module):
+    def __init__(self, c: Qwen3VLVisionConfig):
+        super().__init__()
+        self.linear_fc1 = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.linear_fc2 = nn.Linear(c.intermediate_size, c.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # hidden_act "gelu_pytorch_tanh" in the Qwen3-VL vision config (the mergers use exact GELU).
+        return self.linear_fc2(F.gelu(self.linear_fc1(x), approximate="tanh"))
+
+
+class Qwen3VLVisionBlock(nn.Module):
+    def __init__(self, c: Qwen3VLVisionConfig):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.norm2 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.attn = Qwen3VLVisionAttention(c)
+        self.mlp = Qwen3VLVisionMLP(c)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), cos, sin, seq_lens)
+        return x + self.mlp(self.norm2(x))
+
+
+class Qwen3VLVisionPatchMerger(nn.Module):
+    """``merge²`` consecutive patches → one LLM token: LayerNorm, view(-1, merge²·D), fc1, exact
+    GELU, fc2. The final merger normalises each patch before the shuffle (LN over D); the DeepStack
+    mergers normalise after it (LN over merge²·D)."""
+
+    def __init__(self, c: Qwen3VLVisionConfig, use_postshuffle_norm: bool):
+        super().__init__()
+        self.merged_size = c.hidden_size * c.spatial_merge_size**2
+        self.use_postshuffle_norm = use_postshuffle_norm
+        self.norm = nn.LayerNorm(self.merged_size if use_postshuffle_norm else c.hidden_size, eps=c.layer_norm_eps)
+        self.linear_fc1 = nn.Linear(self.merged_size, self.merged_size)
+        self.linear_fc2 = nn.Linear(self.merged_size, c.out_hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.use_postshuffle_norm:
+            x = self.norm(x.view(-1, self.merged_size))
+        else:
+            x = self.norm(x).view(-1, self.merged_size)  # [N/merge², merge²·D]
+        return self.linear_fc2(F.gelu(self.linear_fc1(x)))  # [N/merge², out]
+
+
+class Qwen3VLVisionModel(nn.Module):
+    def __init__(self, c: Qwen3VLVisionConfig):
+        super().__init__()
+        self.config = c
+        self.patch_embed = Qwen3VLVisionPatchEmbed(c)
+        self.pos_embed = nn.Embedding(c.num_position_embeddings, c.hidden_size)
+        self.blocks = nn.ModuleList(Qwen3VLVisionBlock(c) for _ in range(c.depth))
+        self.merger = Qwen3VLVisionPatchMerger(c, use_postshuffle_norm=False)
+        self.deepstack_merger_list = nn.ModuleList(
+            Qwen3VLVisionPatchMerger(c, use_postshuffle_norm=True) for _ in c.deepstack_visual_indexes
+        )
+
+    def forward(self, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Flattened patches [P, C·T·p·p] in the processor's merge order, grids [N_img, 3] (t, h, w in
+        patches) → merged image tokens [P/merge², out] and one DeepStack feature of the same shape
+        per ``deepstack_visual_indexes`` entry."""
+        c = self.config
+        grids = [[int(v) for v in g] for g in grid_thw.tolist()]
+        if pixel_values.shape != (sum(t * h * w for t, h, w in grids), c.patch_dim):
+            raise ValueError(f"pixel_values {tuple(pixel_values.shape)} do not match image_grid_thw {grids}")
+        x = self.patch_embed(pixel_values)  # [P, D]
+        x = x + vision_position_embedding(self.pos_embed.weight, grids, c.spatial_merge_size).to(x.dtype)
+        cos, sin = vision_rope_cos_sin(grids, c.head_dim, c.spatial_merge_size, x.device)  # [P, hd] fp32
+        seq_lens = [h * w for t, h, w in grids for _ in range(t)]
+        deepstack = []
+        for i, block in enumerate(self.blocks):
+            x = block(x, cos, sin, seq_lens)
+            if i in c.deepstack_visual_indexes:
+                deepstack.append(self.deepstack_merger_list[c.deepstack_visual_indexes.index(i)](x))
+        return self.merger(x), deepstack
+
+
+# ---- text decoder ---------------------------------------------------------------------------------
+
+
+def rope_index(input_ids: torch.Tensor, image_grid_thw: torch.Tensor, config: Qwen3VLConfig) -> torch.Tensor:
+    """3-axis M-RoPE position ids [3, 1, S] (T, H, W) for a batch-1, unpadded, images-only prompt
+    (HF ``Qwen3VLModel.get_rope_index``). Text advances all axes together; a run of image tokens
+    for merged grid (t, h, w) starting at ``p`` gets ``(p + ti, p + r, p + c)`` in raster order, and
+    the next token continues at ``p + max(h, w)``."""
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"rope_index takes input_ids [1, S], got {tuple(input_ids.shape)}")
+    ids, dev, m = input_ids[0].tolist(), input_ids.device, config.vision.spatial_merge_size
+    grids = [[int(v) for v in g] for g in image_grid_thw.tolist()]
+    chunks, pos, i, k = [], 0, 0, 0
+    while i < len(ids):
+        is_image = ids[i] == config.image_token_id
+        j = i
+        while j < len(ids) and (ids[j] == config.image_token_id) == is_image:
+            j += 1
+        if not is_image:
+            chunks.append(torch.arange(pos, pos + j - i, device=dev).expand(3, -1))
+            pos += j - i
+        else:
+            if k == len(grids):
+                raise ValueError(f"prompt has more image-token runs than the {len(grids)} images given")
+            t, h, w = grids[k][0], grids[k][1] // m, grids[k][2] // m
+            if j - i != t * h * w:
+                raise ValueError(f"image {k}: {j - i} image tokens in the prompt, grid {grids[k]} gives {t * h * w}")
+            tt = torch.arange(t, device=dev).repeat_interleave(h * w)
+            hh = torch.arange(h, device=dev).repeat_interleave(w).repeat(t)
+            ww = torch.arange(w, device=dev).repeat(h * t)
+            chunks.append(torch.stack((tt, hh, ww)) + pos)
+            pos += max(h, w)
+            k += 1
+        i = j
+    if k != len(grids):
+        raise ValueError(f"prompt has {k} image-token runs but {len(grids)} images were given")
+    return torch.cat(chunks, dim=1).view(3, 1, -1)
+
+
+def mrope_cos_sin(position_ids: torch.Tensor, c: Qwen3VLTextConfig,
+                  dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Interleaved M-RoPE tables [B, S, head_dim] from position ids [3, B, S]. Frequency j takes its
+    position from H when ``j % 3 == 1`` and W when ``j % 3 == 2`` within the first ``3·section``
+    frequencies of that axis, otherwise from T. Computed in fp32, cast to the activation dtype."""
+    hd = c.head_dim
+    exponent = torch.arange(0, hd, 2, dtype=torch.int64, device=position_ids.device).float() / hd
+    inv_freq = 1.0 / (c.rope_theta ** exponent)  # [hd/2]
+    freqs = position_ids[..., None].float() * inv_freq  # [3, B, S, hd/2]
+    f = freqs[0].clone()
+    for axis in (1, 2):  # H, W
+        sl = slice(axis, 3 * c.mrope_section[axis], 3)
+        f[..., sl] = freqs[axis, ..., sl]
+    emb = torch.cat((f, f), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+class Qwen3VLTextModel(nn.Module):
+    """Embeddings + the first ``num_layers`` decoder layers (+ the unused final norm). Qwen3-VL's text
+    layer is the Qwen3 layer (q/k RMSNorm before RoPE, GQA, causal, SwiGLU); only the RoPE tables
+    differ, so the N1.5 layer is reused with M-RoPE cos/sin."""
+
+    def __init__(self, c: Qwen3VLTextConfig, num_layers: int):
+        super().__init__()
+        self.config = c
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(Qwen3DecoderLayer(c) for _ in range(num_layers))
+        self.norm = Qwen3RMSNorm(c.hidden_size, c.rms_norm_eps)  # in the checkpoint; GR00T skips it
+
+    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor, visual_mask: torch.Tensor,
+                deepstack: list[torch.Tensor]) -> torch.Tensor:
+        """[1, S, D] embeddings, [3, 1, S] positions → raw output of the last kept layer [1, S, D].
+        After layer i < len(deepstack), ``deepstack[i]`` is added at the image-token positions."""
+        cos, sin = mrope_cos_sin(position_ids, self.config, inputs_embeds.dtype)  # [1, S, hd]
+        cos, sin = cos[:, None], sin[:, None]  # broadcast over heads
+        x = inputs_embeds
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin)
+            if i < len(deepstack):
+                x = x.clone()
+                x[visual_mask] = x[visual_mask] + deepstack[i].to(x.dtype)
+        return x
+
+
+# ---- wiring ---------------------------------------------------------------------------------------
+
+
+class Qwen3VLModel(nn.Module):
+    def __init__(self, c: Qwen3VLConfig):
+        super().__init__()
+        self.config = c
+        self.visual = Qwen3VLVisionModel(c.vision)
+        self.language_model = Qwen3VLTextModel(c.text, c.select_layer)
+
+    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor,
+                image_grid_thw: torch.Tensor) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        vision_embeds, deepstack = self.visual(pixel_values, image_grid_thw)  # [N_tok, D_llm], list of same
+        image_mask = input_ids == self.config.image_token_id  # [1, S]
+        n_tokens = int(image_mask.sum())
+        if n_tokens != vision_embeds.shape[0]:
+            raise ValueError(f"prompt has {n_tokens} image tokens but the images give {vision_embeds.shape[0]}")
+        embeds = self.language_model.embed_tokens(input_ids)  # [1, S, D]
+        embeds = embeds.masked_scatter(image_mask[..., None], vision_embeds.to(embeds.dtype))
+        position_ids = rope_index(input_ids, image_grid_thw, self.config)  # [3, 1, S]
+        features = self.language_model(embeds, position_ids, image_mask, deepstack)
+        return {"vision_embeds": vision_embeds, "deepstack": deepstack, "backbone_features": features,
+                "image_mask": image_mask, "position_ids": position_ids}
+
+
+class Qwen3VLForConditionalGeneration(nn.Module):
+    """Wrapper level for the checkpoint's ``model.model.`` prefix; ``lm_head`` is omitted (its logits
+    are never used, the loader treats a stored one as optional)."""
+
+    def __init__(self, c: Qwen3VLConfig):
+        super().__init__()
+        self.model = Qwen3VLModel(c)
+
+
+class Qwen3VLBackbone(nn.Module):
+    """``backbone.`` of GR00T N1.7."""
+
+    def __init__(self, c: Qwen3VLConfig):
+        super().__init__()
+        if not 0 < c.select_layer <= c.text.num_hidden_layers:
+            raise ValueError(f"select_layer {c.select_layer} outside 1..{c.text.num_hidden_layers}")
+        self.config = c
+        self.model = Qwen3VLForConditionalGeneration(c)
+
+    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor,
+                image_grid_thw: torch.Tensor) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """input_ids [1, S] int64, pixel_values [P, C·T·p·p], image_grid_thw [N_img, 3] int64 →
+        ``vision_embeds`` [N_tok, D], ``deepstack`` (list of [N_tok, D]), ``backbone_features``
+        [1, S, D] (pre-norm output of layer ``select_layer - 1``), ``image_mask`` [1, S] bool,
+        ``position_ids`` [3, 1, S]."""
+        return self.model.model(input_ids, pixel_values, image_grid_thw)
