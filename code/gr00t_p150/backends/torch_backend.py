@@ -53,7 +53,7 @@ class TorchBackend:
         taps = self.policy.infer(inputs, clock)
         device_ms = sum(clock.ms.values())
         t1 = time.perf_counter()
-        action_pred, actions = self.policy.finish(taps["action_pred"])
+        action_pred, actions = self.policy.finish(taps["action_pred"], inputs)
         timing = {"encode": encode, "device": device_ms, "decode_actions": (time.perf_counter() - t1) * 1e3,
                   **{f"device.{k}": v for k, v in clock.ms.items()}}
         return BackendResult(action_pred, actions, int(inputs.input_ids.shape[1]), inputs.prompt_tokens,

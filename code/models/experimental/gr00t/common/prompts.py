@@ -45,15 +45,17 @@ EAGLE_TOKENS = ["<IMG_CONTEXT>", "<img>", "</img>", "<box>", "</box>", "<quad>",
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 _IMAGE_PLACEHOLDER = re.compile(r"<(?:image|video)-\d+>")
-TOKENIZER_ENV = {"n15": "GR00T_TOKENIZER_DIR_N15"}
+TOKENIZER_ENV = {"n15": "GR00T_TOKENIZER_DIR_N15", "n17": "GR00T_TOKENIZER_DIR_N17"}
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
 
 def added_tokens(version: str) -> list[tuple[str, int, bool]]:
     """(content, id, special) for every token beyond the BPE vocabulary."""
-    if version != "n15":
+    if version not in TOKENIZER_ENV:
         raise ConfigError(f"no tokenizer recipe for version {version!r}")
     rows = [(t, QWEN3_FIRST_ADDED_ID + i, special) for i, (t, special) in enumerate(QWEN3_ADDED_TOKENS)]
+    if version == "n17":  # Qwen3-VL uses the vision tokens Qwen3 already has (151652-151656)
+        return rows
     first = QWEN3_FIRST_ADDED_ID + len(QWEN3_ADDED_TOKENS)
     return rows + [(t, first + i, True) for i, t in enumerate(EAGLE_TOKENS)]
 
@@ -153,4 +155,31 @@ def encode_n15_prompt(instruction: str, *, n_images: int, tokens_per_image: int,
     if n_text > max_text_tokens:
         raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} (it is never truncated)")
     ids = tok(n15_prompt(text, n_images, tokens_per_image), add_special_tokens=False)["input_ids"]
+    return PromptTokens(list(ids), n_text)
+
+
+# ---- N1.7 prompt -----------------------------------------------------------------------------------
+def n17_prompt(text: str, tokens_per_image: list[int]) -> str:
+    """Qwen3-VL chat template for one user turn [images…, text], no system prompt, no generation
+    prompt (spec gr00t_n17.md §3.4); each image expands to its merged-token count of ``<|image_pad|>``."""
+    images = "".join("<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>" for n in tokens_per_image)
+    return f"<|im_start|>user\n{images}{text}<|im_end|>\n"
+
+
+def encode_n17_prompt(instruction: str, *, tokens_per_image: list[int], max_text_tokens: int,
+                      tokenizer=None) -> PromptTokens:
+    """Formalise (lower-case, drop punctuation), tokenise, refuse over the limit (never truncate)."""
+    from .preprocessing_n17 import formalize_language  # noqa: PLC0415
+
+    if not isinstance(instruction, str):
+        raise InputError("instruction", "must be a string")
+    text = formalize_language(instruction)
+    if not text.strip():
+        raise InputError("instruction", "is empty after normalisation (lower-case, punctuation removed)")
+    tok = tokenizer or get_tokenizer("n17")
+    n_text = len(tok(text, add_special_tokens=False)["input_ids"])
+    if n_text > max_text_tokens:
+        raise InputError("instruction", f"is {n_text} tokens after normalisation; the limit is {max_text_tokens} "
+                                        "(it is never truncated)")
+    ids = tok(n17_prompt(text, tokens_per_image), add_special_tokens=False)["input_ids"]
     return PromptTokens(list(ids), n_text)

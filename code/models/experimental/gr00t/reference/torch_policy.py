@@ -39,6 +39,8 @@ class PreparedInputs:
     prompt_tokens: int
     noise_source: str  # "seed" or "client"
     seed: int | None
+    raw_state: dict[str, np.ndarray] = field(default_factory=dict)  # N1.7 composes relative actions onto it
+    image_grid_thw: torch.Tensor | None = None  # N1.7: [N_img, 3] patch grid per image
 
 
 @dataclass
@@ -51,6 +53,16 @@ class PolicyResult:
     prompt_tokens: int
     timing_ms: dict[str, float]
     taps: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):
+    """(noise [1, H, D], "client" | "seed", the seed used or None): explicit noise wins, else a seed."""
+    if noise is not None and seed is not None:
+        raise InputError("noise", "give either noise or seed, not both")
+    if noise is not None:
+        return explicit_noise(noise, horizon, action_dim), "client", None
+    seed = default_seed if seed is None else seed
+    return seeded_noise(seed, horizon, action_dim), "seed", seed
 
 
 class Stopwatch:
@@ -91,22 +103,16 @@ class ReferencePolicy:
         """Validate and encode one observation (pixels, prompt ids, state, initial noise). Raises
         ``InputError`` before any model work."""
         e, h = self.config.eagle, self.config.action_head
-        if noise is not None and seed is not None:
-            raise InputError("noise", "give either noise or seed, not both")
-        if noise is not None:
-            x0, source = explicit_noise(noise, h.action_horizon, h.action_dim), "client"
-        else:
-            seed = self.layout.default_seed if seed is None else seed
-            x0, source = seeded_noise(seed, h.action_horizon, h.action_dim), "seed"
+        x0, source, seed = initial_noise(noise, seed, self.layout.default_seed, h.action_horizon, h.action_dim)
         prompt = encode_n15_prompt(obs.instruction, n_images=self.layout.n_images, tokens_per_image=e.tokens_per_image,
                                    max_text_tokens=self.layout.max_text_tokens)
         state = encode_state(obs.state, self.layout, h.max_state_dim, dtype=state_dtype)  # [1, 1, 64]
         frames = [f for cam in self.layout.cameras for f in obs.images[cam]]
         pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])
         return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
-                              prompt.text_tokens, source, seed if source == "seed" else None)
+                              prompt.text_tokens, source, seed)
 
-    def finish(self, action_pred: torch.Tensor) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model-space chunk [1, H, D] → (float32 [H, D], un-normalised actions per group)."""
         chunk = action_pred[0].float().cpu().numpy()
         return chunk, unnormalize(chunk, self.stats, self.layout)
@@ -144,7 +150,7 @@ class ReferencePolicy:
         inputs = self.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
         clock.lap("preprocess")
         taps = self.infer(inputs, clock)
-        action_pred, actions = self.finish(taps["action_pred"])
+        action_pred, actions = self.finish(taps["action_pred"], inputs)
         clock.lap("postprocess")
         return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
                             seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),

@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: Apache-2.0
+"""N1.7 state normalisation and action decoding, with statistics read from the checkpoint
+(``statistics.json``, ``processor_config.json``, ``embodiment_id.json``; spec gr00t_n17.md §3.2, §6).
+
+State: per key ``2 (x − q01) / (q99 − q01) − 1`` (0 where q99 ≈ q01), clipped to [−1, 1], keys
+concatenated in layout order and zero-padded. Actions: the model chunk is clipped to [−1, 1] and
+min–max un-normalised per key — relative keys with the per-step ``relative_action`` min/max, absolute
+keys with the ``action`` q01/q99 — then relative keys are composed onto the request's raw state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import ConfigError
+from .layouts import Layout
+from .pose import compose_eef9d
+
+# The eval image chain this reference implements; a checkpoint asking for another is refused rather
+# than silently served with a different chain (spec addendum, item 3).
+SUPPORTED_PROCESSOR = {"use_albumentations": True, "shortest_image_edge": 256, "crop_fraction": 0.95,
+                       "formalize_language": True, "use_percentiles": True, "clip_outliers": True,
+                       "use_relative_action": True}
+
+
+def _load(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found (part of an N1.7 checkpoint)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON ({exc})") from None
+
+
+@dataclass(frozen=True)
+class DroidStats:
+    state_q01: dict[str, np.ndarray]
+    state_q99: dict[str, np.ndarray]
+    action_lo: dict[str, np.ndarray]  # [dim] (absolute keys) or [horizon, dim] (relative keys)
+    action_hi: dict[str, np.ndarray]
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, layout: Layout, horizon: int) -> "DroidStats":
+        directory = Path(directory)
+        processor = _load(directory / "processor_config.json").get("processor_kwargs", {})
+        for key, want in SUPPORTED_PROCESSOR.items():
+            if processor.get(key) != want:
+                raise ConfigError(f"{directory / 'processor_config.json'}: {key}={processor.get(key)!r}; this "
+                                  f"implementation supports only {want!r}")
+        ids = _load(directory / "embodiment_id.json")
+        if ids.get(layout.embodiment) != layout.embodiment_id:
+            raise ConfigError(f"{directory / 'embodiment_id.json'}: {layout.embodiment!r} maps to "
+                              f"{ids.get(layout.embodiment)!r}, expected {layout.embodiment_id}")
+        path = directory / "statistics.json"
+        try:
+            stats = _load(path)[layout.embodiment]
+            q01 = {k: np.asarray(stats["state"][k]["q01"], np.float64) for k, _ in layout.state_groups}
+            q99 = {k: np.asarray(stats["state"][k]["q99"], np.float64) for k, _ in layout.state_groups}
+            lo, hi = {}, {}
+            for key, rep in layout.action_reps:
+                if rep == "absolute":
+                    lo[key] = np.asarray(stats["action"][key]["q01"], np.float64)
+                    hi[key] = np.asarray(stats["action"][key]["q99"], np.float64)
+                else:  # the per-step relative statistics replace the percentiles wholesale (spec §6)
+                    lo[key] = np.asarray(stats["relative_action"][key]["min"], np.float64)
+                    hi[key] = np.asarray(stats["relative_action"][key]["max"], np.float64)
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}: missing statistics for {layout.embodiment!r} ({exc})") from None
+        dims = dict(layout.action_groups)
+        for key, rep in layout.action_reps:
+            want = (dims[key],) if rep == "absolute" else (horizon, dims[key])
+            if lo[key].shape != want or hi[key].shape != want:
+                raise ConfigError(f"{path}: {key} statistics have shape {list(lo[key].shape)}, expected {list(want)}")
+        for key, dim in layout.state_groups:
+            if q01[key].shape != (dim,) or q99[key].shape != (dim,):
+                raise ConfigError(f"{path}: state {key} statistics should have {dim} dims")
+        return cls(q01, q99, lo, hi)
+
+
+def normalize_state(state: dict[str, np.ndarray], stats: DroidStats, layout: Layout, max_state_dim: int) -> torch.Tensor:
+    """Raw state → [1, 1, max_state_dim] float32."""
+    parts = []
+    for key, dim in layout.state_groups:
+        x = np.asarray(state[key], np.float64).reshape(dim)
+        lo, hi = stats.state_q01[key], stats.state_q99[key]
+        span = hi - lo
+        flat = np.isclose(span, 0.0)
+        y = np.where(flat, 0.0, 2.0 * (x - lo) / np.where(flat, 1.0, span) - 1.0)
+        parts.append(np.clip(y, -1.0, 1.0))
+    vec = np.concatenate(parts)
+    padded = np.zeros(max_state_dim, np.float64)
+    padded[: vec.size] = vec
+    return torch.from_numpy(padded).to(torch.float32).view(1, 1, max_state_dim)
+
+
+def decode_actions(chunk: np.ndarray, state: dict[str, np.ndarray], stats: DroidStats,
+                   layout: Layout) -> dict[str, np.ndarray]:
+    """Model chunk [horizon, action_dim] → absolute actions per key (float32 [horizon, dim])."""
+    out, start = {}, 0
+    reps = dict(layout.action_reps)
+    for key, dim in layout.action_groups:
+        y = np.clip(np.asarray(chunk[:, start:start + dim], np.float64), -1.0, 1.0)
+        start += dim
+        a = (y + 1.0) / 2.0 * (stats.action_hi[key] - stats.action_lo[key]) + stats.action_lo[key]
+        current = np.asarray(state[key], np.float64).reshape(dim)
+        if reps[key] == "relative_eef9d":
+            a = compose_eef9d(current, a)
+        elif reps[key] == "relative_add":
+            a = current + a
+        out[key] = a.astype(np.float32)
+    return out
