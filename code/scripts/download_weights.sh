@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Fetch the pinned GR00T snapshot into the Hugging Face cache (run where the hub is reachable).
-#   code/scripts/download_weights.sh [n15]
+#   code/scripts/download_weights.sh [n15|n17]
 # The server then finds it with GR00T_WEIGHTS=hub (the default); copy $HF_HOME to an offline machine as is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,6 +15,6 @@ from gr00t_p150.server.weights import ALLOW_PATTERNS
 version = sys.argv[1]
 if version not in HF_REPOS:
     sys.exit(f"download_weights: unknown version {version!r}: expected one of {sorted(HF_REPOS)}")
-path = snapshot_download(HF_REPOS[version], revision=HF_SNAPSHOT_SHAS[version], allow_patterns=ALLOW_PATTERNS)
+path = snapshot_download(HF_REPOS[version], revision=HF_SNAPSHOT_SHAS[version], allow_patterns=ALLOW_PATTERNS[version])
 print(f"{HF_REPOS[version]}@{HF_SNAPSHOT_SHAS[version]} -> {path}")
 PY

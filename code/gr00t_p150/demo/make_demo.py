@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Regenerate the shipped N1.5 demo assets in ``code/gr00t_p150/demo/n15/``.
+"""Regenerate the shipped demo assets in ``code/gr00t_p150/demo/<version>/``.
 
-- ``frames/ego_view_t0.png``: a made-up 256×256 kitchen-counter scene (pear, plate, gripper) drawn
-  here with PIL; it is not from NVIDIA's GR1 dataset (not reachable offline).
-- ``observation.json``: that frame, made-up GR1 joint state (radians) and the published demo
-  instruction.
-- ``noise.json``: an explicit [16][32] initial noise (numpy, seed 20251202, float32 values).
+- ``frames/*.png``: made-up scenes drawn here with PIL (N1.5: one 256×256 GR1 ``ego_view`` of a
+  counter with a pear and a plate; N1.7: DROID exterior and wrist views at t−15 and t, 320×180, of a
+  table with a blue block and a green bowl). They are not NVIDIA data (not reachable offline).
+- ``observation.json``: those frames, made-up robot state and the published demo instruction.
+- ``noise.json``: an explicit initial noise ([16][32] or [40][132]; numpy seed 20251202, float32).
 - ``expected.json``: the fp32 CPU reference actions for that request on the ``synthetic:tiny``
   checkpoint (seed 0), with the checkpoint's content fingerprint; the server's fidelity gate uses it
   when serving ``GR00T_WEIGHTS=synthetic:tiny``.
 
-    python code/gr00t_p150/demo/make_demo.py [--check]
+    python code/gr00t_p150/demo/make_demo.py [--version n15|n17|all] [--check]
 """
 
 import argparse
@@ -26,14 +26,23 @@ sys.path.insert(0, str(HERE.parents[1]))
 import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
-INSTRUCTION = "pick the pear from the counter and place it in the plate"
-STATE = {  # made-up, in the range of GR1 arm/hand joints
+INSTRUCTION = {"n15": "pick the pear from the counter and place it in the plate",
+               "n17": "Put the blue block in the green bowl"}
+STATE_N15 = {  # made-up, in the range of GR1 arm/hand joints
     "left_arm": [[0.01, 0.21, 0.05, -1.81, -0.13, -0.05, 0.01]],
     "right_arm": [[-0.02, -0.17, 0.37, -1.74, 0.50, -0.06, 0.98]],
     "left_hand": [[0.01, 0.02, 0.00, 0.01, 0.02, 0.04]],
     "right_hand": [[-1.49, -1.49, -1.48, -1.48, -2.96, 2.99]],
 }
+# made-up DROID Franka state: gripper pointing down (rotation rows from a real-looking pose), open gripper
+STATE_N17 = {
+    "eef_9d": [[0.53, 0.02, 0.46, -0.0786, 0.3927, -0.9163, 0.9923, 0.1193, -0.034]],
+    "gripper_position": [[0.0]],
+    "joint_position": [[-0.005, 0.034, 0.001, -1.917, 0.164, 1.610, 0.084]],
+}
 NOISE_SEED = 20251202
+NOISE_SHAPE = {"n15": (16, 32), "n17": (40, 132)}
+DROID_FRAMES = [f"{cam}_{t}" for cam in ("exterior_image_1_left", "wrist_image_left") for t in ("tm15", "t0")]
 
 
 def draw_scene() -> Image.Image:
@@ -53,29 +62,60 @@ def draw_scene() -> Image.Image:
     return img
 
 
-def build(out: Path) -> dict:
+def draw_droid(view: str, t: str) -> Image.Image:
+    """A 320×180 table scene: blue block, green bowl; the gripper is lower at t than at t−15."""
+    img = Image.new("RGB", (320, 180), (180, 190, 200))
+    d = ImageDraw.Draw(img)
+    wrist = view.startswith("wrist")
+    d.rectangle([0, 60 if wrist else 95, 319, 179], fill=(150, 120, 90))  # table
+    s = 1.8 if wrist else 1.0  # the wrist camera sees the scene closer
+    cx = 160
+    d.ellipse([cx + 20 * s, 120 - 15 * s, cx + 80 * s, 120 + 10 * s], fill=(40, 150, 60))  # green bowl
+    d.ellipse([cx + 30 * s, 120 - 10 * s, cx + 70 * s, 120 + 4 * s], fill=(30, 110, 45))
+    d.rectangle([cx - 70 * s, 112 - 10 * s, cx - 45 * s, 112 + 8 * s], fill=(40, 70, 200))  # blue block
+    drop = 0 if t == "tm15" else 18
+    if not wrist:
+        d.rectangle([cx - 68, 0, cx - 48, 40 + drop], fill=(235, 235, 235))  # arm
+        d.rectangle([cx - 74, 40 + drop, cx - 42, 52 + drop], fill=(60, 60, 65))  # gripper
+    else:
+        d.polygon([(0, 179), (50, 120 + drop // 2), (70, 179)], fill=(60, 60, 65))  # fingers in view
+        d.polygon([(319, 179), (270, 120 + drop // 2), (250, 179)], fill=(60, 60, 65))
+    return img
+
+
+def build(out: Path, version: str) -> dict:
+    from gr00t_p150.backends.torch_backend import load_reference_policy  # noqa: PLC0415
+    from gr00t_p150.server.demo import load_demo_request  # noqa: PLC0415
     from gr00t_p150.server.weights import fingerprint  # noqa: PLC0415
-    from models.experimental.gr00t.common.layouts import GR1  # noqa: PLC0415
+    from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: PLC0415
     from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
     from models.experimental.gr00t.common.synthetic import write_checkpoint  # noqa: PLC0415
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
 
     (out / "frames").mkdir(parents=True, exist_ok=True)
-    draw_scene().save(out / "frames" / "ego_view_t0.png", format="PNG")
-    observation = {"_note": "made-up scene and joint state (not NVIDIA data); the published demo instruction",
-                   "images": {"ego_view": ["frames/ego_view_t0.png"]}, "state": STATE, "instruction": INSTRUCTION}
+    if version == "n15":
+        draw_scene().save(out / "frames" / "ego_view_t0.png", format="PNG")
+        images, state = {"ego_view": ["frames/ego_view_t0.png"]}, STATE_N15
+    else:
+        for name in DROID_FRAMES:
+            cam, t = name.rsplit("_", 1)
+            draw_droid(cam, t).save(out / "frames" / f"{name}.png", format="PNG")
+        images = {cam: [f"frames/{cam}_tm15.png", f"frames/{cam}_t0.png"]
+                  for cam in ("exterior_image_1_left", "wrist_image_left")}
+        state = STATE_N17
+    observation = {"_note": "made-up scene and robot state (not NVIDIA data); the published demo instruction",
+                   "images": images, "state": state, "instruction": INSTRUCTION[version]}
     (out / "observation.json").write_text(json.dumps(observation, indent=1) + "\n")
-    noise = np.random.default_rng(NOISE_SEED).standard_normal((16, 32)).astype(np.float32)
-    (out / "noise.json").write_text(json.dumps({"_note": f"numpy default_rng({NOISE_SEED}).standard_normal((16, 32)), float32",
+    shape = NOISE_SHAPE[version]
+    noise = np.random.default_rng(NOISE_SEED).standard_normal(shape).astype(np.float32)
+    (out / "noise.json").write_text(json.dumps({"_note": f"numpy default_rng({NOISE_SEED}).standard_normal({shape}), float32",
                                                 "noise": noise.tolist()}) + "\n")
 
-    from gr00t_p150.server.demo import load_demo_request  # noqa: PLC0415
-
+    layout = get_layout(DEFAULT_LAYOUT[version])
     request = load_demo_request(out.name, out.parent)
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = write_checkpoint(Path(tmp) / "n15-tiny", scale="tiny", seed=0, log=lambda _: None)
-        policy = ReferencePolicy.from_checkpoint(ckpt)
-        result = policy.get_action(parse_observation(request, GR1), noise=request["noise"])
+        ckpt = write_checkpoint(Path(tmp) / f"{version}-tiny", scale="tiny", seed=0, version=version, log=lambda _: None)
+        policy = load_reference_policy(ckpt, version, layout.name)
+        result = policy.get_action(parse_observation(request, layout), noise=request["noise"])
         weights = {"source": "synthetic:tiny", "seed": 0, "fingerprint": fingerprint(ckpt, content=True)}
     expected = {"_note": "fp32 CPU reference (run_reference.py semantics) on GR00T_WEIGHTS=synthetic:tiny; random weights",
                 "weights": weights, "seq_len": result.seq_len, "prompt_tokens": result.prompt_tokens,
@@ -88,19 +128,24 @@ def build(out: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", default="all", choices=["n15", "n17", "all"])
     ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with the shipped files")
     args = ap.parse_args()
-    target = HERE / "n15"
-    if not args.check:
-        e = build(target)
-        print(f"wrote {target}: seq_len {e['seq_len']}, prompt_tokens {e['prompt_tokens']}")
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "n15"
-        build(fresh)
-        names = ["observation.json", "noise.json", "expected.json", "frames/ego_view_t0.png"]
-        stale = [n for n in names if (fresh / n).read_bytes() != (target / n).read_bytes()]
-    print("demo assets up to date" if not stale else f"stale demo assets: {stale}")
+    stale = []
+    for version in ("n15", "n17") if args.version == "all" else (args.version,):
+        target = HERE / version
+        if not args.check:
+            e = build(target, version)
+            print(f"wrote {target}: seq_len {e['seq_len']}, prompt_tokens {e['prompt_tokens']}")
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = Path(tmp) / version
+            build(fresh, version)
+            names = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
+            stale += [f"{version}/{n}" for n in names
+                      if not (target / n).is_file() or (fresh / n).read_bytes() != (target / n).read_bytes()]
+    if args.check:
+        print("demo assets up to date" if not stale else f"stale demo assets: {stale}")
     return 1 if stale else 0
 
 

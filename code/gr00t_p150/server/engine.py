@@ -102,7 +102,7 @@ class Engine:
         log.info("Opening device: torch %s, %s", device, c.torch_dtype)
         t = time.perf_counter()
         try:
-            backend = TorchBackend(self.weights.path, c.layout, device, c.torch_dtype, self.backend_choice)
+            backend = TorchBackend(self.weights.path, c.version, c.layout, device, c.torch_dtype, self.backend_choice)
         except Exception as exc:  # a bad checkpoint: name the problem in one line
             raise BootError(f"loading {self.weights.path} failed: {exc}") from None
         log.info("Model loaded and pipeline ready (%.1f s)", time.perf_counter() - t)
@@ -149,9 +149,9 @@ class Engine:
             golden_result, how = first, "computed (this backend is the fp32 CPU reference)"
         else:
             log.info("Computing the fp32 CPU reference golden once for these weights")
-            from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
+            from gr00t_p150.backends.torch_backend import load_reference_policy  # noqa: PLC0415
 
-            ref = ReferencePolicy.from_checkpoint(self.weights.path, layout=c.layout)
+            ref = load_reference_policy(self.weights.path, c.version, c.layout)
             golden_result, how = ref.get_action(obs, noise=request["noise"]), "computed by the fp32 CPU reference"
             del ref
         golden = golden_record(golden_result, self.weights)
@@ -211,6 +211,19 @@ class Engine:
 MODEL_NAMES = {"n15": "GR00T-N1.5-3B-p150", "n17": "GR00T-N1.7-3B-p150"}
 
 
+IMAGE_CHAINS = {
+    "n15": "0.95 centre crop -> antialiased bilinear 224x224 -> uint8 truncation -> (u8-127.5)/127.5",
+    "n17": "shortest edge 256 (INTER_AREA) -> 0.95 centre crop -> shortest edge 256 -> Qwen smart resize to multiples "
+           "of 32 (bicubic, uint8) -> (u8-127.5)/127.5 -> 16x16x2 patches; frames ordered t-15 (all cameras), t",
+}
+UNITS = {"n15": {"state": "raw joint values (radians)", "actions": "physical (un-normalised) joint targets, radians"},
+         "n17": {"state": "raw values: eef_9d = xyz (m) + first two rows of the rotation matrix, gripper, joints (rad)",
+                 "actions": "absolute targets: eef_9d composed onto the request's pose, joints added to the request's, "
+                            "gripper absolute"}}
+INSTRUCTION_RULES = {"n15": "counted as rendered into the prompt (NVIDIA's ['...'] form adds 2 tokens)",
+                     "n17": "counted after normalisation (lower-case, punctuation removed)"}
+
+
 def contract(c: ServerConfig, lay, horizon: int, action_dim: int) -> dict[str, Any]:
     """The request/response contract of this server, as data (for /info and clients)."""
     from models.experimental.gr00t.common.preprocessing import MAX_SIDE, MIN_SIDE  # noqa: PLC0415
@@ -218,14 +231,17 @@ def contract(c: ServerConfig, lay, horizon: int, action_dim: int) -> dict[str, A
     return {
         "embodiment": lay.embodiment, "embodiment_id": lay.embodiment_id, "layout": lay.name,
         "images": {"cameras": list(lay.cameras), "frames_per_camera": lay.frames_per_camera,
-                   "format": "base64 PNG or JPEG, RGB", "side_px": [MIN_SIDE, MAX_SIDE],
-                   "chain": "0.95 centre crop -> antialiased bilinear 224x224 -> uint8 truncation -> (u8-127.5)/127.5"},
+                   "format": "base64 PNG or JPEG, RGB" + (" (one string, or a list of one)" if lay.frames_per_camera == 1
+                                                         else f" (a list of {lay.frames_per_camera}: t-15 then t)"),
+                   "side_px": [MIN_SIDE, MAX_SIDE], "width_over_height": list(lay.aspect_range) if lay.aspect_range else None,
+                   "chain": IMAGE_CHAINS[c.version]},
         "state": {"groups": dict(lay.state_groups), "format": "{group: [[floats]]} (one time step) or {group: [floats]}",
-                  "units": "raw joint values (radians)", "dtypes": ["float64", "float32"], "default_dtype": "float64"},
-        "instruction": {"max_tokens": lay.max_text_tokens, "over_limit": "refused with 400, never truncated"},
+                  "units": UNITS[c.version]["state"], "dtypes": ["float64", "float32"], "default_dtype": "float64"},
+        "instruction": {"max_tokens": lay.max_text_tokens, "counted": INSTRUCTION_RULES[c.version],
+                        "over_limit": "refused with 400, never truncated"},
         "noise": {"shape": [horizon, action_dim], "default_seed": lay.default_seed,
                   "seed_range": [0, 2**63 - 1], "generator": f"torch.Generator('cpu').manual_seed(seed); torch.randn(1, {horizon}, {action_dim})"},
-        "actions": {"groups": dict(lay.action_groups), "horizon": horizon, "units": "physical (un-normalised), radians"},
+        "actions": {"groups": dict(lay.action_groups), "horizon": horizon, "units": UNITS[c.version]["actions"]},
         "max_body_bytes": c.max_body_bytes,
     }
 

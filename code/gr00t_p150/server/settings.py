@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-VERSIONS = ("n15",)  # n17 joins with its issue
-DEFAULT_LAYOUT = {"n15": "gr1"}
-DEFAULT_EMBODIMENT = {"n15": "gr1"}
+VERSIONS = ("n15", "n17")
+DEFAULT_LAYOUT = {"n15": "gr1", "n17": "droid"}
+DEFAULT_EMBODIMENT = {"n15": "gr1", "n17": "oxe_droid_relative_eef_relative_joint"}
 # Pinned weights, duplicated here as plain strings so that reading the configuration imports nothing
 # heavy; a test asserts they equal common.configs.HF_REPOS / HF_SNAPSHOT_SHAS.
-HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B"}
-HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e"}
+HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B", "n17": "nvidia/GR00T-N1.7-3B"}
+HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e", "n17": "2fc962b973bccdd5d8ce4f67cc63b264d6886495"}
 BACKENDS = ("auto", "torch", "ttnn")
 TORCH_DEVICES = ("auto", "cpu", "cuda")
 TORCH_DTYPES = ("float32",)  # bf16 (CUDA) arrives with the fast-path issue

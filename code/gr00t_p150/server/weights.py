@@ -17,8 +17,12 @@ from pathlib import Path
 
 from .settings import ServerConfig
 
-# Files the server needs from a snapshot (the manifest's allow_patterns).
-ALLOW_PATTERNS = ["model-*.safetensors", "model.safetensors.index.json", "config.json", "experiment_cfg/metadata.json", "LICENSE"]
+# Files the server needs from a snapshot (the manifests' allow_patterns).
+ALLOW_PATTERNS = {
+    "n15": ["model-*.safetensors", "model.safetensors.index.json", "config.json", "experiment_cfg/metadata.json", "LICENSE"],
+    "n17": ["model-*.safetensors", "model.safetensors.index.json", "config.json", "processor_config.json",
+            "statistics.json", "embodiment_id.json", "LICENSE"],
+}
 SYNTHETIC_SEED = 0
 
 
@@ -46,7 +50,8 @@ def fingerprint(directory: Path, *, content: bool = False) -> str:
     size, mtime and safetensors header (or, for a Hugging Face cache symlink, the content-addressed
     blob name it points to)."""
     h = hashlib.sha256()
-    for name in ("config.json", "model.safetensors.index.json", "experiment_cfg/metadata.json", "SYNTHETIC.json"):
+    for name in ("config.json", "model.safetensors.index.json", "experiment_cfg/metadata.json", "statistics.json",
+                 "processor_config.json", "embodiment_id.json", "SYNTHETIC.json"):
         p = directory / name
         if p.is_file():
             h.update(name.encode() + b"\0" + p.read_bytes())
@@ -85,7 +90,7 @@ def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> 
     if synthetic_info(path) is None:
         log(f"Generating synthetic {scale} weights (random, seed {SYNTHETIC_SEED}) into {path}")
         partial = path.with_name(path.name + f".partial-{os.getpid()}")
-        write_checkpoint(partial, scale=scale, seed=SYNTHETIC_SEED, log=log)
+        write_checkpoint(partial, scale=scale, seed=SYNTHETIC_SEED, version=config.version, log=log)
         try:
             partial.rename(path)
         except OSError:  # another process finished first: use its copy
@@ -99,7 +104,8 @@ def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> 
 def _from_hub(config: ServerConfig, log: Callable[[str], None]) -> Path:
     from huggingface_hub import snapshot_download  # noqa: PLC0415
 
-    kwargs = {"repo_id": config.weights_repo, "revision": config.weights_revision, "allow_patterns": ALLOW_PATTERNS}
+    kwargs = {"repo_id": config.weights_repo, "revision": config.weights_revision,
+              "allow_patterns": ALLOW_PATTERNS[config.version]}
     try:
         return Path(snapshot_download(**kwargs, local_files_only=True))
     except Exception:  # noqa: BLE001 - not cached (huggingface_hub raises several types here)

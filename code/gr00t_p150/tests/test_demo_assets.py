@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The shipped demo assets are what make_demo.py produces today, and the demo prompt is the
-published one (seq_len 296, 14 instruction tokens)."""
+"""The shipped demo assets are what make_demo.py produces today, and the demo prompts are the
+published ones (N1.5: seq_len 296, 14 instruction tokens; N1.7: seq_len 469)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ def test_demo_assets_are_complete_and_published_shaped():
     expected = json.loads((d / "expected.json").read_text())
     assert (expected["seq_len"], expected["prompt_tokens"]) == (296, 14)
     assert expected["weights"]["source"] == "synthetic:tiny"
+
+
+def test_n17_demo_assets_are_complete_and_published_shaped():
+    d = DEMO_DIR / "n17"
+    frames = [f"frames/{cam}_{t}.png" for cam in ("exterior_image_1_left", "wrist_image_left") for t in ("tm15", "t0")]
+    for name in ("observation.json", "noise.json", "expected.json", *frames):
+        assert (d / name).is_file(), name
+    request = load_demo_request("n17")
+    assert set(request["images"]) == {"exterior_image_1_left", "wrist_image_left"}
+    assert all(len(v) == 2 for v in request["images"].values())
+    assert request["instruction"] == "Put the blue block in the green bowl"
+    assert len(request["noise"]) == 40 and all(len(row) == 132 for row in request["noise"])
+    expected = json.loads((d / "expected.json").read_text())
+    assert (expected["seq_len"], expected["prompt_tokens"]) == (469, 8)  # as in the published response
 
 
 def test_demo_assets_are_reproducible_by_the_script():

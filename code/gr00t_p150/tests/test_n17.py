@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GR00T N1.7 / DROID through the same server: the published response shape, every malformed DROID
+request refused with 400 naming the problem, and the smoke test against a live process."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from gr00t_p150.server.app import create_app
+from gr00t_p150.server.settings import load_config
+
+from .test_process import CODE, free_port, start
+
+
+@pytest.fixture(scope="module")
+def n17_env(server_env):
+    return {**server_env, "GR00T_VERSION": "n17"}
+
+
+@pytest.fixture(scope="module")
+def n17(n17_env):
+    with TestClient(create_app(load_config(n17_env)), raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.fixture
+def droid_request(n17):
+    return copy.deepcopy(n17.get("/demo").json()["request"])
+
+
+def png(h: int, w: int) -> str:
+    buf = io.BytesIO()
+    Image.fromarray(np.full((h, w, 3), 90, np.uint8)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_droid_demo_response(n17):
+    demo = n17.get("/demo").json()
+    r = n17.post("/predict", json=demo["request"])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert {k: np.shape(v) for k, v in body["actions"].items()} == {"eef_9d": (40, 9), "gripper_position": (40, 1),
+                                                                     "joint_position": (40, 7)}
+    assert body["action_keys"] == ["eef_9d", "gripper_position", "joint_position"]
+    assert (body["action_horizon"], body["embodiment"], body["embodiment_id"]) == (40, "oxe_droid_relative_eef_relative_joint", 24)
+    assert (body["version"], body["layout"], body["model"]) == ("n17", "droid", "GR00T-N1.7-3B-p150")
+    assert (body["seq_len"], body["prompt_tokens"]) == (469, 8)  # as in the published response
+    assert body["images"] == {cam: {"frames": 2, "received_hw": [180, 320]}
+                              for cam in ("exterior_image_1_left", "wrist_image_left")}
+    assert body["actions"] == demo["expected"]["actions"]  # the fp32 CPU backend is the reference
+    assert body["weights"]["synthetic"] is True
+
+
+def test_droid_default_seed_is_42(n17, droid_request):
+    del droid_request["noise"]
+    body = n17.post("/predict", json=droid_request).json()
+    assert (body["noise_source"], body["seed"]) == ("seed", 42)
+    assert n17.post("/predict", json={**droid_request, "seed": 42}).json()["actions"] == body["actions"]
+
+
+def test_droid_info_contract(n17):
+    info = n17.get("/info").json()
+    c = info["contract"]
+    assert c["images"]["frames_per_camera"] == 2 and c["images"]["width_over_height"] == [1.686, 1.814]
+    assert c["instruction"]["max_tokens"] == 51 and c["noise"]["shape"] == [40, 132] and c["noise"]["default_seed"] == 42
+    assert info["fidelity"]["passed"] and info["fidelity"]["golden"] == "shipped"
+
+
+DROID_CASES = {
+    "one_frame": (lambda r: r["images"].update(wrist_image_left=r["images"]["wrist_image_left"][:1]), "images.wrist_image_left"),
+    "three_frames": (lambda r: r["images"]["exterior_image_1_left"].append(r["images"]["exterior_image_1_left"][0]),
+                     "images.exterior_image_1_left"),
+    "square_frame": (lambda r: r["images"]["wrist_image_left"].__setitem__(1, png(180, 180)), "images.wrist_image_left[1]"),
+    "portrait_frame": (lambda r: r["images"]["exterior_image_1_left"].__setitem__(0, png(320, 180)),
+                       "images.exterior_image_1_left[0]"),
+    "missing_camera": (lambda r: r["images"].pop("wrist_image_left"), "images.wrist_image_left"),
+    "gr1_camera": (lambda r: r["images"].update(ego_view=png(180, 320)), "images.ego_view"),
+    "long_instruction": (lambda r: r.update(instruction=" ".join(["block"] * 52)), "instruction"),
+    "punctuation_only": (lambda r: r.update(instruction="?!"), "instruction"),
+    "n15_noise_shape": (lambda r: r.update(noise=[[0.0] * 32] * 16), "noise"),
+    "wrong_state_length": (lambda r: r["state"].update(eef_9d=[[0.0] * 7]), "state.eef_9d"),
+    "degenerate_rotation": (lambda r: r["state"].update(eef_9d=[[0.5, 0.0, 0.4] + [0.0] * 6]), "state.eef_9d"),
+    "gr1_embodiment": (lambda r: r.update(embodiment="gr1"), "embodiment"),
+}
+
+
+@pytest.mark.parametrize("case", list(DROID_CASES))
+def test_malformed_droid_request_is_a_400_naming_the_problem(n17, droid_request, case):
+    mutate, field = DROID_CASES[case]
+    mutate(droid_request)
+    r = n17.post("/predict", json=droid_request)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["field"] == field, err
+
+
+def test_aspect_error_states_the_ratio(n17, droid_request):
+    droid_request["images"]["wrist_image_left"][1] = png(180, 180)
+    rule = n17.post("/predict", json=droid_request).json()["error"]["rule"]
+    assert "180x180" in rule and "1.000" in rule and "[1.686, 1.814]" in rule
+
+
+def test_smoke_test_passes_against_a_live_n17_server(n17_env, tmp_path):
+    port, log = free_port(), tmp_path / "server.log"
+    proc = start(n17_env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(360):
+            if proc.poll() is not None:
+                pytest.fail(log.read_text())
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        out = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
