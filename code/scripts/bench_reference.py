@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Latency and memory of the fp32 CPU reference ``get_action`` on a full-scale synthetic checkpoint.
 
-Generates the checkpoint once (7 GB, cached under $GR00T_CACHE/synthetic/) in a child process, loads it,
-runs warm-up calls, then times N calls per stage (vision / llm / adapter / each DiT step) and reports
-median / min plus peak RSS of this process. Random weights: the numbers are about speed, not a policy.
+Generates the checkpoint once (~7 GB, cached under $GR00T_CACHE/synthetic/) in a child process, loads
+it, runs warm-up calls on the version's shipped demo request, then times N calls per stage (vision /
+llm / adapter / each DiT step) and reports median / min plus peak RSS of this process. Random weights:
+the numbers are about speed, not a policy.
 
-    bench_reference.py [--scale full] [--n 5] [--warmup 1] [--threads 2] [--json out.json]
+    bench_reference.py [--version n15|n17] [--scale full] [--n 5] [--warmup 1] [--threads 2] [--json out.json]
 """
 
 import argparse
@@ -22,18 +23,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gr00t_p150.server.demo import load_demo_request  # noqa: E402
 from models.experimental.gr00t.common.cli import run_cli  # noqa: E402
-from models.experimental.gr00t.common.layouts import GR1  # noqa: E402
+from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: E402
 from models.experimental.gr00t.common.observation import parse_observation  # noqa: E402
-from models.experimental.gr00t.common.preprocessing import encode_png  # noqa: E402
 
 
 def cache_root() -> Path:
     return Path(os.environ.get("GR00T_CACHE", Path.home() / ".cache" / "gr00t-p150"))
 
 
-def ensure_checkpoint(scale: str, seed: int) -> Path:
-    path = cache_root() / "synthetic" / f"n15-{scale}-seed{seed}"
+def ensure_checkpoint(version: str, scale: str, seed: int) -> Path:
+    path = cache_root() / "synthetic" / f"{version}-{scale}-seed{seed}"
     if (path / "SYNTHETIC.json").is_file():
         return path
     tmp = path.with_name(path.name + ".partial")
@@ -42,21 +43,10 @@ def ensure_checkpoint(scale: str, seed: int) -> Path:
 
         shutil.rmtree(tmp)
     script = Path(__file__).with_name("make_synthetic_checkpoint.py")
-    subprocess.run([sys.executable, str(script), "--version", "n15", "--scale", scale, "--seed", str(seed),
+    subprocess.run([sys.executable, str(script), "--version", version, "--scale", scale, "--seed", str(seed),
                     "--out", str(tmp)], check=True)
     tmp.rename(path)
     return path
-
-
-def demo_observation():
-    import numpy as np  # noqa: PLC0415
-
-    rng = np.random.default_rng(0)
-    frame = rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)
-    request = {"images": {"ego_view": encode_png(frame)},
-               "state": {name: [rng.uniform(-1, 1, dim).tolist()] for name, dim in GR1.state_groups},
-               "instruction": "pick the pear from the counter and place it in the plate"}
-    return parse_observation(request, GR1)
 
 
 def peak_rss_gib() -> float:
@@ -65,6 +55,7 @@ def peak_rss_gib() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
     ap.add_argument("--scale", default="full", choices=["tiny", "full"])
     ap.add_argument("--seed", type=int, default=0, help="synthetic weights seed")
     ap.add_argument("--n", type=int, default=5, help="timed calls")
@@ -74,21 +65,22 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch  # noqa: PLC0415
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
+    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
 
     torch.set_num_threads(args.threads)
-    ckpt = ensure_checkpoint(args.scale, args.seed)
+    ckpt = ensure_checkpoint(args.version, args.scale, args.seed)
     t0 = time.perf_counter()
-    policy = ReferencePolicy.from_checkpoint(ckpt)
+    policy = load_reference_policy(ckpt, args.version)
     load_s = time.perf_counter() - t0
     rss_after_load = peak_rss_gib()
-    obs = demo_observation()
+    request = load_demo_request(args.version)
+    obs = parse_observation(request, get_layout(DEFAULT_LAYOUT[args.version]))
     for _ in range(args.warmup):
-        policy.get_action(obs, seed=0)
+        policy.get_action(obs, noise=request["noise"])
     runs, walls = [], []
     for i in range(args.n):
         t = time.perf_counter()
-        r = policy.get_action(obs, seed=0)
+        r = policy.get_action(obs, noise=request["noise"])
         walls.append((time.perf_counter() - t) * 1e3)
         runs.append(r.timing_ms)
         print(f"  run {i + 1}/{args.n}: {walls[-1]:.0f} ms", file=sys.stderr, flush=True)
@@ -100,15 +92,15 @@ def main() -> int:
     rows["total"] = {"median_ms": statistics.median(walls), "min_ms": min(walls)}
     weight_bytes = sum(p.numel() * p.element_size() for p in policy.model.parameters())
     result = {
-        "what": "fp32 CPU reference get_action, GR1 layout, seq_len 296, synthetic weights",
-        "scale": args.scale, "threads": args.threads, "n": args.n, "warmup": args.warmup,
+        "what": f"fp32 CPU reference get_action, {args.version} demo request (seq_len {r.seq_len}), synthetic weights",
+        "version": args.version, "scale": args.scale, "threads": args.threads, "n": args.n, "warmup": args.warmup,
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "torch": torch.__version__},
         "load_s": round(load_s, 2), "fp32_weight_gib": round(weight_bytes / 2**30, 3),
         "peak_rss_gib_after_load": round(rss_after_load, 3), "peak_rss_gib": round(peak_rss_gib(), 3),
         "stages": {k: {m: round(v, 1) for m, v in row.items()} for k, row in rows.items()},
     }
-    print(f"\nfp32 CPU reference, {args.scale} synthetic N1.5, {args.threads} threads, median of {args.n} "
+    print(f"\nfp32 CPU reference, {args.scale} synthetic {args.version}, {args.threads} threads, median of {args.n} "
           f"(after {args.warmup} warm-up)")
     print(f"{'stage':<14}{'median ms':>12}{'min ms':>12}")
     for name, row in result["stages"].items():

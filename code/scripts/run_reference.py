@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Run the fp32 CPU reference policy on one observation (the server's request JSON) and write the
-un-normalised actions, the normalised chunk and the prompt facts to a JSON file.
+"""Run the fp32 CPU reference policy (N1.5 or N1.7, from the checkpoint's config.json) on one
+observation (the server's request JSON) and write the un-normalised actions, the normalised chunk and
+the prompt facts to a JSON file.
 
     run_reference.py --checkpoint DIR --observation obs.json [--noise noise.json | --seed N] --out result.json
 """
@@ -15,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models.experimental.gr00t.common.cli import read_json, run_cli  # noqa: E402
 from models.experimental.gr00t.common.errors import InputError  # noqa: E402
-from models.experimental.gr00t.common.layouts import get_layout  # noqa: E402
+from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: E402
 from models.experimental.gr00t.common.observation import parse_observation  # noqa: E402
+from models.experimental.gr00t.reference.policies import checkpoint_version  # noqa: E402
 
 
 def main() -> int:
@@ -24,13 +26,14 @@ def main() -> int:
     ap.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (real or synthetic)")
     ap.add_argument("--observation", required=True, type=Path, help="request-shaped JSON: images, state, instruction")
     noise = ap.add_mutually_exclusive_group()
-    noise.add_argument("--noise", type=Path, help="JSON [16][32] initial noise (or {\"noise\": ...})")
-    noise.add_argument("--seed", type=int, help="seed of the CPU noise generator (default: the layout's, 0 for gr1)")
-    ap.add_argument("--layout", default="gr1")
+    noise.add_argument("--noise", type=Path, help="JSON initial noise, [16][32] (N1.5) or [40][132] (N1.7), or {\"noise\": ...}")
+    noise.add_argument("--seed", type=int, help="seed of the CPU noise generator (default: the layout's: 0 gr1, 42 droid)")
+    ap.add_argument("--layout", default=None, help="default: the version's layout (gr1 for N1.5, droid for N1.7)")
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args()
 
-    layout = get_layout(args.layout)
+    version = checkpoint_version(args.checkpoint)
+    layout = get_layout(args.layout or DEFAULT_LAYOUT[version])
     obs = parse_observation(read_json(args.observation, "observation"), layout)
     explicit = None
     if args.noise is not None:
@@ -41,10 +44,10 @@ def main() -> int:
             explicit = explicit["noise"]
 
     import torch  # noqa: PLC0415 (after argument errors, which should be instant)
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
+    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    policy = ReferencePolicy.from_checkpoint(args.checkpoint, layout=layout.name)
+    policy = load_reference_policy(args.checkpoint, version, layout.name)
     result = policy.get_action(obs, noise=explicit, seed=args.seed)
     out = {
         "actions": {k: v.tolist() for k, v in result.actions.items()},

@@ -22,22 +22,13 @@ def pick_torch_device(requested: str) -> tuple[str, str]:
     return "cpu", "auto: no CUDA device"
 
 
-def load_reference_policy(checkpoint: Path, version: str, layout: str, device: str = "cpu"):
-    """The fp32 reference policy of ``version`` (imported lazily: the server module stays light)."""
-    if version == "n15":
-        from models.experimental.gr00t.reference.torch_policy import ReferencePolicy as cls  # noqa: PLC0415
-    elif version == "n17":
-        from models.experimental.gr00t.reference.torch_policy_n17 import ReferencePolicyN17 as cls  # noqa: PLC0415
-    else:
-        raise ValueError(f"unknown version {version!r}")
-    return cls.from_checkpoint(checkpoint, layout=layout, device=device)
-
-
 class TorchBackend:
     name = "torch"
 
     def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str):
         import torch  # noqa: PLC0415
+
+        from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
 
         self.device, self.dtype, self.reason = device, dtype, reason
         self.policy = load_reference_policy(checkpoint, version, layout, device)

@@ -84,7 +84,7 @@ def draw_droid(view: str, t: str) -> Image.Image:
 
 
 def build(out: Path, version: str) -> dict:
-    from gr00t_p150.backends.torch_backend import load_reference_policy  # noqa: PLC0415
+    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
     from gr00t_p150.server.demo import load_demo_request  # noqa: PLC0415
     from gr00t_p150.server.weights import fingerprint  # noqa: PLC0415
     from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: PLC0415

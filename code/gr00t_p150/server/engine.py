@@ -149,7 +149,7 @@ class Engine:
             golden_result, how = first, "computed (this backend is the fp32 CPU reference)"
         else:
             log.info("Computing the fp32 CPU reference golden once for these weights")
-            from gr00t_p150.backends.torch_backend import load_reference_policy  # noqa: PLC0415
+            from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
 
             ref = load_reference_policy(self.weights.path, c.version, c.layout)
             golden_result, how = ref.get_action(obs, noise=request["noise"]), "computed by the fp32 CPU reference"

@@ -47,6 +47,14 @@ def test_defaults_follow_the_published_manifest():
     assert c.weights_revision == "869830fc749c35f34771aa5209f923ac57e4564e"
 
 
+def test_n17_defaults_follow_its_published_manifest():
+    c = load_config({"GR00T_VERSION": "n17"})
+    assert (c.embodiment, c.layout) == ("oxe_droid_relative_eef_relative_joint", "droid")
+    assert c.weights_revision == "2fc962b973bccdd5d8ce4f67cc63b264d6886495"
+    with pytest.raises(SettingError, match="GR00T_LAYOUT"):
+        load_config({"GR00T_VERSION": "n17", "GR00T_LAYOUT": "gr1"})
+
+
 def _boot(config):
     with TestClient(create_app(config)):
         pass

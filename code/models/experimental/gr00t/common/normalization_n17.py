@@ -26,6 +26,34 @@ from .pose import compose_eef9d
 SUPPORTED_PROCESSOR = {"use_albumentations": True, "shortest_image_edge": 256, "crop_fraction": 0.95,
                        "formalize_language": True, "use_percentiles": True, "clip_outliers": True,
                        "use_relative_action": True}
+# Settings that would change the chain when present and true (absent means false upstream).
+UNSUPPORTED_IF_TRUE = ("letter_box_transform", "use_mean_std", "apply_sincos_state_encoding", "exclude_state")
+REPS = {"relative_eef9d": ("RELATIVE", "EEF", "XYZ_ROT6D"), "absolute": ("ABSOLUTE", "NON_EEF", "DEFAULT"),
+        "relative_add": ("RELATIVE", "NON_EEF", "DEFAULT")}
+
+
+def check_processor_config(path: Path, processor: dict, layout: Layout) -> None:
+    """Refuse a processor config whose chain or modality layout differs from what this reference does."""
+    for key, want in SUPPORTED_PROCESSOR.items():
+        if processor.get(key) != want:
+            raise ConfigError(f"{path}: {key}={processor.get(key)!r}; this implementation supports only {want!r}")
+    for key in UNSUPPORTED_IF_TRUE:
+        if processor.get(key):
+            raise ConfigError(f"{path}: {key}={processor[key]!r} is not supported")
+    try:
+        modality = processor["modality_configs"][layout.embodiment]
+        video, state, action = modality["video"], modality["state"], modality["action"]
+        got = {"video keys": list(video["modality_keys"]), "video deltas": list(video["delta_indices"]),
+               "state keys": list(state["modality_keys"]), "action keys": list(action["modality_keys"]),
+               "action reps": [(c["rep"], c["type"], c["format"], c["state_key"]) for c in action["action_configs"]]}
+    except (KeyError, TypeError):
+        raise ConfigError(f"{path}: no complete modality config for {layout.embodiment!r}") from None
+    want = {"video keys": list(layout.cameras), "video deltas": [-15, 0],
+            "state keys": [k for k, _ in layout.state_groups], "action keys": [k for k, _ in layout.action_groups],
+            "action reps": [(*REPS[rep], key) for key, rep in layout.action_reps]}
+    for what, value in want.items():
+        if got[what] != value:
+            raise ConfigError(f"{path}: {layout.embodiment} {what} are {got[what]}, this layout serves {value}")
 
 
 def _load(path: Path) -> dict:
@@ -48,10 +76,7 @@ class DroidStats:
     def from_checkpoint(cls, directory: str | Path, layout: Layout, horizon: int) -> "DroidStats":
         directory = Path(directory)
         processor = _load(directory / "processor_config.json").get("processor_kwargs", {})
-        for key, want in SUPPORTED_PROCESSOR.items():
-            if processor.get(key) != want:
-                raise ConfigError(f"{directory / 'processor_config.json'}: {key}={processor.get(key)!r}; this "
-                                  f"implementation supports only {want!r}")
+        check_processor_config(directory / "processor_config.json", processor, layout)
         ids = _load(directory / "embodiment_id.json")
         if ids.get(layout.embodiment) != layout.embodiment_id:
             raise ConfigError(f"{directory / 'embodiment_id.json'}: {layout.embodiment!r} maps to "

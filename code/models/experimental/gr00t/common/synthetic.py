@@ -124,8 +124,8 @@ def droid_statistics(layout: Layout = DROID, seed: int = 0) -> dict:
 
 def droid_processor_config(layout: Layout = DROID) -> dict:
     """``processor_config.json`` as ``Gr00tN1d7Processor.save_pretrained`` writes it (enum names)."""
-    reps = {"relative_eef9d": ("RELATIVE", "EEF", "XYZ_ROT6D"), "absolute": ("ABSOLUTE", "NON_EEF", "DEFAULT"),
-            "relative_add": ("RELATIVE", "NON_EEF", "DEFAULT")}
+    from .normalization_n17 import REPS as reps  # noqa: PLC0415 - one table for writer and reader
+
     keys = [k for k, _ in layout.action_groups]
     modality = {
         "video": {"delta_indices": [-15, 0], "modality_keys": list(layout.cameras)},

@@ -83,8 +83,9 @@ class ReferencePolicyN17:
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
         clock = clock or Stopwatch()
         head, dev = self.model.action_head, self.device
-        out = self.model.backbone(inputs.input_ids.to(dev), inputs.pixel_values.to(dev), inputs.image_grid_thw.to(dev))
-        clock.lap("backbone", dev)
+        out = self.model.backbone(inputs.input_ids.to(dev), inputs.pixel_values.to(dev), inputs.image_grid_thw.to(dev),
+                                  after_vision=lambda: clock.lap("vision", dev))
+        clock.lap("llm", dev)
         vl_embs = head.condition(out["backbone_features"])
         state_features = head.state_encoder(inputs.state.to(dev), self.cat_ids)
         image_mask = out["image_mask"]

@@ -294,9 +294,11 @@ class Qwen3VLModel(nn.Module):
         self.visual = Qwen3VLVisionModel(c.vision)
         self.language_model = Qwen3VLTextModel(c.text, c.select_layer)
 
-    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor,
-                image_grid_thw: torch.Tensor) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor,
+                after_vision=None) -> dict[str, torch.Tensor | list[torch.Tensor]]:
         vision_embeds, deepstack = self.visual(pixel_values, image_grid_thw)  # [N_tok, D_llm], list of same
+        if after_vision is not None:  # lets a caller time the vision tower and the LLM separately
+            after_vision()
         image_mask = input_ids == self.config.image_token_id  # [1, S]
         n_tokens = int(image_mask.sum())
         if n_tokens != vision_embeds.shape[0]:
@@ -328,10 +330,10 @@ class Qwen3VLBackbone(nn.Module):
         self.config = c
         self.model = Qwen3VLForConditionalGeneration(c)
 
-    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor,
-                image_grid_thw: torch.Tensor) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor,
+                after_vision=None) -> dict[str, torch.Tensor | list[torch.Tensor]]:
         """input_ids [1, S] int64, pixel_values [P, C·T·p·p], image_grid_thw [N_img, 3] int64 →
         ``vision_embeds`` [N_tok, D], ``deepstack`` (list of [N_tok, D]), ``backbone_features``
         [1, S, D] (pre-norm output of layer ``select_layer - 1``), ``image_mask`` [1, S] bool,
         ``position_ids`` [3, 1, S]."""
-        return self.model.model(input_ids, pixel_values, image_grid_thw)
+        return self.model.model(input_ids, pixel_values, image_grid_thw, after_vision)

@@ -98,3 +98,19 @@ def test_unknown_state_group_and_oversize_prompt_are_one_line(tmp_path, tiny_che
 
 def test_synthetic_cli_refuses_a_non_empty_output(tmp_path, tiny_checkpoint):
     assert_one_line_error(run("make_synthetic_checkpoint.py", "--scale", "tiny", "--out", tiny_checkpoint), "not empty")
+
+
+def test_run_reference_serves_n17_checkpoints_too(tmp_path):
+    """The version comes from the checkpoint's config.json; the DROID layout follows."""
+    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.synthetic import write_checkpoint
+
+    ckpt = write_checkpoint(tmp_path / "n17", scale="tiny", seed=0, version="n17", log=lambda _: None)
+    request = load_demo_request("n17")
+    (tmp_path / "obs.json").write_text(json.dumps({k: request[k] for k in ("images", "state", "instruction")}))
+    proc = run("run_reference.py", "--checkpoint", ckpt, "--observation", tmp_path / "obs.json", "--out", tmp_path / "o.json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert {k: np.shape(v) for k, v in out["actions"].items()} == {"eef_9d": (40, 9), "gripper_position": (40, 1),
+                                                                    "joint_position": (40, 7)}
+    assert (out["version"], out["layout"], out["seq_len"], out["seed"]) == ("n17", "droid", 469, 42)
