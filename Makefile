@@ -41,7 +41,7 @@ serve: $(STAMP)
 	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn gr00t_p150.server.app:app --host 0.0.0.0 --port $(PORT)
 
 bench-reference: $(STAMP)
-	$(PY) code/scripts/bench_reference.py
+	$(PY) code/scripts/bench_reference.py --version $(GR00T_VERSION)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -301,6 +301,7 @@ class Gr00tN15Config:
         head = _section(data, "action_head_cfg", source)
         dit = _section(head, "diffusion_model_cfg", source)
         vlsa = _section(head, "vl_self_attention_cfg", source)
+        dit_src, vlsa_src = f"{source}: action_head_cfg.diffusion_model_cfg", f"{source}: action_head_cfg.vl_self_attention_cfg"
         if backbone.get("project_to_dim") is not None:
             raise ConfigError(f"{source}: backbone_cfg.project_to_dim must be null (got {backbone['project_to_dim']})")
         eagle_json = backbone.get("eagle_config")
@@ -314,12 +315,12 @@ class Gr00tN15Config:
             image_token_index=eagle_json.get("image_token_index", IMG_CONTEXT_TOKEN_ID) if eagle_json else IMG_CONTEXT_TOKEN_ID,
         )
         dit_cfg = DiTConfig(
-            num_attention_heads=_get(dit, "num_attention_heads", source),
-            attention_head_dim=_get(dit, "attention_head_dim", source),
-            num_layers=_get(dit, "num_layers", source),
-            output_dim=_get(dit, "output_dim", source),
-            cross_attention_dim=_get(dit, "cross_attention_dim", source),
-            interleave_self_attention=_get(dit, "interleave_self_attention", source),  # NVIDIA's default is False
+            num_attention_heads=_get(dit, "num_attention_heads", dit_src),
+            attention_head_dim=_get(dit, "attention_head_dim", dit_src),
+            num_layers=_get(dit, "num_layers", dit_src),
+            output_dim=_get(dit, "output_dim", dit_src),
+            cross_attention_dim=_get(dit, "cross_attention_dim", dit_src),
+            interleave_self_attention=_get(dit, "interleave_self_attention", dit_src),  # NVIDIA's default is False
         )
         # Variants the published checkpoint does not use and this reference does not implement. A missing
         # key takes NVIDIA's code default (positional_embeddings defaults to "sinusoidal" there).
@@ -330,9 +331,9 @@ class Gr00tN15Config:
             if section.get(key, nvidia_default) != supported:
                 raise ConfigError(f"{source}: {key}={section.get(key, nvidia_default)!r} is not supported (only {supported!r})")
         vlsa_cfg = VLSelfAttentionConfig(
-            num_attention_heads=_get(vlsa, "num_attention_heads", source),
-            attention_head_dim=_get(vlsa, "attention_head_dim", source),
-            num_layers=_get(vlsa, "num_layers", source),
+            num_attention_heads=_get(vlsa, "num_attention_heads", vlsa_src),
+            attention_head_dim=_get(vlsa, "attention_head_dim", vlsa_src),
+            num_layers=_get(vlsa, "num_layers", vlsa_src),
         )
         head_fields = {
             f.name: head[f.name]

@@ -82,6 +82,7 @@ class Gr00tN17Config:
         if d.get("model_type") != MODEL_TYPE:
             raise ConfigError(f"{source}: model_type is {d.get('model_type')!r}, expected {MODEL_TYPE!r}")
         dit, vlsa = _section(d, "diffusion_model_cfg", source), _section(d, "vl_self_attention_cfg", source)
+        dit_src, vlsa_src = f"{source}: diffusion_model_cfg", f"{source}: vl_self_attention_cfg"  # errors name the section
         for key, want in (("use_vlln", True), ("add_pos_embed", True), ("use_alternate_vl_dit", True)):
             if _get(d, key, source) is not want:
                 raise ConfigError(f"{source}: {key}={d[key]!r} is not supported (only {want!r})")
@@ -109,15 +110,15 @@ class Gr00tN17Config:
             max_num_embodiments=_get(d, "max_num_embodiments", source), max_seq_len=_get(d, "max_seq_len", source),
             num_inference_timesteps=_get(d, "num_inference_timesteps", source),
             num_timestep_buckets=_get(d, "num_timestep_buckets", source),
-            dit=DiTConfig(num_attention_heads=_get(dit, "num_attention_heads", source),
-                          attention_head_dim=_get(dit, "attention_head_dim", source),
-                          num_layers=_get(dit, "num_layers", source), output_dim=_get(dit, "output_dim", source),
+            dit=DiTConfig(num_attention_heads=_get(dit, "num_attention_heads", dit_src),
+                          attention_head_dim=_get(dit, "attention_head_dim", dit_src),
+                          num_layers=_get(dit, "num_layers", dit_src), output_dim=_get(dit, "output_dim", dit_src),
                           cross_attention_dim=_get(d, "backbone_embedding_dim", source),
-                          interleave_self_attention=_get(dit, "interleave_self_attention", source),
+                          interleave_self_attention=_get(dit, "interleave_self_attention", dit_src),
                           attend_text_every_n_blocks=_get(d, "attend_text_every_n_blocks", source)),
-            vl_self_attention=VLSelfAttentionConfig(num_attention_heads=_get(vlsa, "num_attention_heads", source),
-                                                    attention_head_dim=_get(vlsa, "attention_head_dim", source),
-                                                    num_layers=_get(vlsa, "num_layers", source)),
+            vl_self_attention=VLSelfAttentionConfig(num_attention_heads=_get(vlsa, "num_attention_heads", vlsa_src),
+                                                    attention_head_dim=_get(vlsa, "attention_head_dim", vlsa_src),
+                                                    num_layers=_get(vlsa, "num_layers", vlsa_src)),
         )
         try:
             return cls(backbone=backbone, action_head=head)
