@@ -237,8 +237,30 @@ class ActionHeadConfig:
         )
 
 
+class CheckpointConfig:
+    """What every top-level model config offers: named presets and reading a checkpoint's config.json
+    (subclasses provide ``tiny``, ``full`` and ``from_dict``)."""
+
+    @classmethod
+    def preset(cls, scale: str):
+        if scale not in ("tiny", "full"):
+            raise ConfigError(f"unknown scale {scale!r}: expected 'tiny' or 'full'")
+        return cls.tiny() if scale == "tiny" else cls.full()
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path):
+        config_path = Path(path) / "config.json"
+        if not config_path.is_file():
+            raise ConfigError(f"{config_path}: not found (is this a GR00T checkpoint directory?)")
+        try:
+            data = json.loads(config_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{config_path}: invalid JSON ({exc})") from None
+        return cls.from_dict(data, source=str(config_path))
+
+
 @dataclass(frozen=True)
-class Gr00tN15Config:
+class Gr00tN15Config(CheckpointConfig):
     eagle: EagleConfig = field(default_factory=EagleConfig)
     action_head: ActionHeadConfig = field(default_factory=ActionHeadConfig)
     version: str = "n15"
@@ -275,24 +297,7 @@ class Gr00tN15Config:
         )
         return cls(eagle=EagleConfig(vision=vision, text=text, select_layer=2), action_head=head)
 
-    @classmethod
-    def preset(cls, scale: str) -> "Gr00tN15Config":
-        if scale not in ("tiny", "full"):
-            raise ConfigError(f"unknown scale {scale!r}: expected 'tiny' or 'full'")
-        return cls.tiny() if scale == "tiny" else cls.full()
-
     # ---- config.json -----------------------------------------------------------------------
-    @classmethod
-    def from_checkpoint(cls, path: str | Path) -> "Gr00tN15Config":
-        config_path = Path(path) / "config.json"
-        if not config_path.is_file():
-            raise ConfigError(f"{config_path}: not found (is this a GR00T checkpoint directory?)")
-        try:
-            data = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{config_path}: invalid JSON ({exc})") from None
-        return cls.from_dict(data, source=str(config_path))
-
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config.json") -> "Gr00tN15Config":
         if data.get("model_type") != "gr00t_n1_5":

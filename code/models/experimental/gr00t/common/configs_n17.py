@@ -10,13 +10,11 @@ apply unless the checkpoint records its own under ``backbone_config`` (our tiny 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .configs import (ActionHeadConfig, DiTConfig, Qwen3VLConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig,
-                      VLSelfAttentionConfig, _build, _get, _section)
+from .configs import (ActionHeadConfig, CheckpointConfig, DiTConfig, Qwen3VLConfig, Qwen3VLTextConfig,
+                      Qwen3VLVisionConfig, VLSelfAttentionConfig, _build, _get, _section)
 from .errors import ConfigError
 
 MODEL_TYPE = "Gr00tN1d7"
@@ -31,7 +29,7 @@ def _n17_head(**overrides) -> ActionHeadConfig:
 
 
 @dataclass(frozen=True)
-class Gr00tN17Config:
+class Gr00tN17Config(CheckpointConfig):
     backbone: Qwen3VLConfig = field(default_factory=Qwen3VLConfig)
     action_head: ActionHeadConfig = field(default_factory=_n17_head)
     version: str = "n17"
@@ -59,23 +57,6 @@ class Gr00tN17Config:
                                        cross_attention_dim=64, attend_text_every_n_blocks=2),
                          vl_self_attention=VLSelfAttentionConfig(num_attention_heads=4, attention_head_dim=16, num_layers=2))
         return cls(backbone=Qwen3VLConfig(vision=vision, text=text, select_layer=4), action_head=head)
-
-    @classmethod
-    def preset(cls, scale: str) -> "Gr00tN17Config":
-        if scale not in ("tiny", "full"):
-            raise ConfigError(f"unknown scale {scale!r}: expected 'tiny' or 'full'")
-        return cls.tiny() if scale == "tiny" else cls.full()
-
-    @classmethod
-    def from_checkpoint(cls, path: str | Path) -> "Gr00tN17Config":
-        config_path = Path(path) / "config.json"
-        if not config_path.is_file():
-            raise ConfigError(f"{config_path}: not found (is this a GR00T N1.7 checkpoint directory?)")
-        try:
-            data = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{config_path}: invalid JSON ({exc})") from None
-        return cls.from_dict(data, source=str(config_path))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config.json") -> "Gr00tN17Config":

@@ -24,9 +24,13 @@ class Gr00tN15(nn.Module):
     @classmethod
     def from_checkpoint(cls, checkpoint: LazyCheckpoint, config: Gr00tN15Config,
                         dtype: torch.dtype = torch.float32) -> "Gr00tN15":
-        """Build on the meta device and assign the checkpoint's tensors (cast to ``dtype``): one copy
-        of the weights in memory, every key checked."""
-        with torch.device("meta"):
-            model = cls(config)
-        load_module(model, checkpoint, dtype=dtype, optional=OPTIONAL_UNUSED_KEYS)
-        return model.eval()
+        return build_from_checkpoint(cls, checkpoint, config, dtype)
+
+
+def build_from_checkpoint(cls: type[nn.Module], checkpoint: LazyCheckpoint, config, dtype: torch.dtype) -> nn.Module:
+    """Build ``cls(config)`` on the meta device and assign the checkpoint's tensors (cast to ``dtype``):
+    one copy of the weights in memory, every key checked, a stored tied lm_head tolerated."""
+    with torch.device("meta"):
+        model = cls(config)
+    load_module(model, checkpoint, dtype=dtype, optional=OPTIONAL_UNUSED_KEYS)
+    return model.eval()

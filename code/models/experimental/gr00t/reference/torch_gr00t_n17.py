@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..common.checkpoint import LazyCheckpoint, load_module
+from ..common.checkpoint import LazyCheckpoint
 from ..common.configs_n17 import Gr00tN17Config
-from ..common.weights import OPTIONAL_UNUSED_KEYS
 from .torch_action_head import FlowmatchingActionHead
+from .torch_gr00t import build_from_checkpoint
 from .torch_qwen3vl import Qwen3VLBackbone
 
 
@@ -25,7 +25,4 @@ class Gr00tN17(nn.Module):
     @classmethod
     def from_checkpoint(cls, checkpoint: LazyCheckpoint, config: Gr00tN17Config,
                         dtype: torch.dtype = torch.float32) -> "Gr00tN17":
-        with torch.device("meta"):
-            model = cls(config)
-        load_module(model, checkpoint, dtype=dtype, optional=OPTIONAL_UNUSED_KEYS)
-        return model.eval()
+        return build_from_checkpoint(cls, checkpoint, config, dtype)

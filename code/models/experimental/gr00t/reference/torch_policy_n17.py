@@ -17,7 +17,7 @@ import torch
 from ..common.checkpoint import LazyCheckpoint
 from ..common.configs_n17 import Gr00tN17Config
 from ..common.errors import InputError
-from ..common.layouts import Layout, get_layout
+from ..common.layouts import get_layout
 from ..common.normalization_n17 import DroidStats, decode_actions, normalize_state
 from ..common.observation import Observation
 from ..common.pose import rot6d_to_matrix
@@ -25,16 +25,12 @@ from ..common.preprocessing_n17 import droid_frame, frame_aspect_ok, qwen_pixel_
 from ..common.prompts import encode_n17_prompt
 from ..common.synthetic import synthetic_info
 from .torch_gr00t_n17 import Gr00tN17
-from .torch_policy import PolicyResult, PreparedInputs, Stopwatch, initial_noise
+from .torch_policy import PreparedInputs, ReferencePolicy, Stopwatch, initial_noise
 
 
-class ReferencePolicyN17:
-    def __init__(self, model: Gr00tN17, config: Gr00tN17Config, layout: Layout, stats: DroidStats,
-                 checkpoint_dir: Path, synthetic: dict | None):
-        self.model, self.config, self.layout, self.stats = model, config, layout, stats
-        self.checkpoint_dir, self.synthetic = checkpoint_dir, synthetic
-        self.device = next(model.parameters()).device
-        self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64, device=self.device)
+class ReferencePolicyN17(ReferencePolicy):
+    """Same life cycle as the N1.5 policy (``get_action`` = prepare → infer → finish); N1.7's own
+    checkpoint files, host chain, model and action decoding."""
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, layout: str = "droid", device: str = "cpu") -> "ReferencePolicyN17":
@@ -102,18 +98,6 @@ class ReferencePolicyN17:
                 "noise": inputs.noise, "vision_embeds": out["vision_embeds"], "backbone_features": out["backbone_features"],
                 "vl_embs": vl_embs, "state_features": state_features,
                 **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
-
-    def get_action(self, obs: Observation, *, noise=None, seed: int | None = None,
-                   state_dtype: str = "float64") -> PolicyResult:
-        clock = Stopwatch()
-        inputs = self.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
-        clock.lap("preprocess")
-        taps = self.infer(inputs, clock)
-        action_pred, actions = self.finish(taps["action_pred"], inputs)
-        clock.lap("postprocess")
-        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
-                            seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
-                            prompt_tokens=inputs.prompt_tokens, timing_ms=clock.ms, taps=taps)
 
 
 def _check_pose(state: dict[str, np.ndarray]) -> None:
