@@ -86,6 +86,9 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         except (SettingError, BootError) as exc:
             log.error("Boot failed: %s", exc)
             raise BootError(str(exc)) from None
+        except Exception as exc:  # e.g. a bad tokenizer directory found during warm-up: still one clear line
+            log.error("Boot failed: %s: %s", type(exc).__name__, exc)
+            raise BootError(f"{type(exc).__name__}: {exc}") from exc
         try:
             yield
         finally:

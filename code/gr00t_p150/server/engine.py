@@ -240,7 +240,8 @@ def contract(c: ServerConfig, lay, horizon: int, action_dim: int) -> dict[str, A
         "instruction": {"max_tokens": lay.max_text_tokens, "counted": INSTRUCTION_RULES[c.version],
                         "over_limit": "refused with 400, never truncated"},
         "noise": {"shape": [horizon, action_dim], "default_seed": lay.default_seed,
-                  "seed_range": [0, 2**63 - 1], "generator": f"torch.Generator('cpu').manual_seed(seed); torch.randn(1, {horizon}, {action_dim})"},
+                  "seed_range": [0, 2**63 - 1], "generator": f"g = torch.Generator('cpu').manual_seed(seed); "
+                               f"torch.randn((1, {horizon}, {action_dim}), generator=g, dtype=torch.float32)"},
         "actions": {"groups": dict(lay.action_groups), "horizon": horizon, "units": UNITS[c.version]["actions"]},
         "max_body_bytes": c.max_body_bytes,
     }

@@ -42,6 +42,8 @@ CASES = {
     "long_instruction": (lambda r: r.update(instruction="a" + " a" * 101), "instruction"),
     "empty_instruction": (lambda r: r.update(instruction="  "), "instruction"),
     "noise_shape": (lambda r: r.update(noise=[[0.0] * 32] * 15), "noise"),
+    "noise_overflows_float32": (lambda r: r["noise"][0].__setitem__(0, 1e39), "noise"),
+    "state_overflows_float32": (lambda r: r["state"]["left_arm"][0].__setitem__(0, 1e39), "state.left_arm"),
     "noise_and_seed": (lambda r: r.update(seed=3), "noise"),
     "negative_seed": (lambda r: (r.pop("noise"), r.update(seed=-1)), "seed"),
     "unknown_embodiment": (lambda r: r.update(embodiment="unitree_g1"), "embodiment"),

@@ -42,6 +42,7 @@ def explicit_noise(noise, horizon: int, action_dim: int) -> torch.Tensor:
         arr = arr[0]
     if arr.shape != (horizon, action_dim):
         raise InputError("noise", f"has shape {list(arr.shape)}; expected [{horizon}][{action_dim}]")
-    if not np.isfinite(arr).all():
-        raise InputError("noise", "contains a non-finite value")
+    # finite in float64 can still overflow the float32 the model computes in
+    if not (np.isfinite(arr).all() and np.abs(arr).max() <= np.finfo(np.float32).max):
+        raise InputError("noise", "contains a value that is not finite in float32")
     return torch.from_numpy(arr).to(torch.float32).unsqueeze(0)

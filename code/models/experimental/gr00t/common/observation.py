@@ -19,6 +19,9 @@ from .layouts import Layout
 from .preprocessing import check_side, decode_image
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the model computes in float32: larger values overflow
+
+
 @dataclass(frozen=True)
 class Observation:
     images: dict[str, list[np.ndarray]]  # camera → frames, each uint8 [H, W, 3]
@@ -52,8 +55,8 @@ def parse_state(state: Any, layout: Layout) -> dict[str, np.ndarray]:
             raise InputError(field, f"must be a list of {dim} numbers (or [[{dim} numbers]] for one time step)")
         if len(value) != dim:
             raise InputError(field, f"has {len(value)} values; expected {dim}")
-        if not all(math.isfinite(v) for v in value):
-            raise InputError(field, "contains a non-finite value")
+        if not all(math.isfinite(v) and abs(v) <= FLOAT32_MAX for v in value):
+            raise InputError(field, "contains a value that is not finite in float32")
         out[name] = np.asarray(value, dtype=np.float64)
     return out
 

@@ -93,7 +93,7 @@ def write_tokenizer_dir(version: str, out: str | Path) -> Path:
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("GR00T_CACHE", Path.home() / ".cache" / "gr00t-p150"))
+    return Path(os.environ.get("GR00T_CACHE") or Path.home() / ".cache" / "gr00t-p150")
 
 
 @lru_cache(maxsize=4)

@@ -49,7 +49,7 @@ class ReferencePolicyN17(ReferencePolicy):
             for i, f in enumerate(obs.images[cam]):
                 h, w = f.shape[:2]
                 if lay.aspect_range and not frame_aspect_ok(h, w, *lay.aspect_range):
-                    raise InputError(f"images.{cam}[{i}]", f"is {w}x{h} (width/height {w / h:.3f}); this layout takes "
+                    raise InputError(f"images.{cam}[{i}]", f"is {w}x{h} (width/height {w / h:.4f}); this layout takes "
                                                            f"landscape frames with width/height in {list(lay.aspect_range)}")
         return [obs.images[cam][t] for t in range(lay.frames_per_camera) for cam in lay.cameras]
 

@@ -86,7 +86,7 @@ def test_default_seed_is_zero_and_explicit_noise_matches_it(tiny_policy, gr1_req
 
 
 @pytest.mark.parametrize("noise, rule", [([[0.0] * 32] * 15, r"shape \[15, 32\]"),
-                                          ([[float("nan")] * 32] * 16, "non-finite")], ids=["shape", "nan"])
+                                          ([[float("nan")] * 32] * 16, "not finite")], ids=["shape", "nan"])
 def test_bad_noise_is_refused(tiny_policy, gr1_request, noise, rule):
     with pytest.raises(InputError, match=rule):
         tiny_policy.get_action(parse_observation(gr1_request, GR1), noise=noise)
