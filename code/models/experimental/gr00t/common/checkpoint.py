@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -26,6 +26,17 @@ _SAFETENSORS_DTYPES = {
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
     "BOOL": torch.bool,
 }
+
+
+def read_json(path: Path, role: str):
+    """One of a checkpoint's JSON files (config, statistics, …): parsed, or one clear ``ConfigError``
+    saying which file and what it is for."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found ({role})")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid JSON ({exc})") from None
 
 
 @dataclass(frozen=True)

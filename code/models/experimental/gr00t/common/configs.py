@@ -10,7 +10,6 @@ are those published values; a checkpoint that records ``backbone_cfg.eagle_confi
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,13 +248,10 @@ class CheckpointConfig:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path):
+        from .checkpoint import read_json  # noqa: PLC0415 (checkpoint imports torch; configs stays light)
+
         config_path = Path(path) / "config.json"
-        if not config_path.is_file():
-            raise ConfigError(f"{config_path}: not found (is this a GR00T checkpoint directory?)")
-        try:
-            data = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{config_path}: invalid JSON ({exc})") from None
+        data = read_json(config_path, "is this a GR00T checkpoint directory?")
         return cls.from_dict(data, source=str(config_path))
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .checkpoint import read_json
 from .errors import ConfigError, InputError
 from .layouts import Layout
 
@@ -31,12 +32,7 @@ class ActionStats:
     @classmethod
     def from_metadata(cls, checkpoint_dir: str | Path, layout: Layout) -> "ActionStats":
         path = Path(checkpoint_dir) / METADATA_FILE
-        if not path.is_file():
-            raise ConfigError(f"{path}: not found (the action statistics live there)")
-        try:
-            meta = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: invalid JSON ({exc})") from None
+        meta = read_json(path, "the action statistics live there")
         try:
             entry = meta[layout.embodiment]
             stats = entry["statistics"]["action"]

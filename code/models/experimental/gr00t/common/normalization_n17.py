@@ -10,13 +10,13 @@ keys with the ``action`` q01/q99 — then relative keys are composed onto the re
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .checkpoint import read_json
 from .errors import ConfigError
 from .layouts import Layout
 from .pose import compose_eef9d
@@ -57,12 +57,7 @@ def check_processor_config(path: Path, processor: dict, layout: Layout) -> None:
 
 
 def _load(path: Path) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"{path}: not found (part of an N1.7 checkpoint)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON ({exc})") from None
+    return read_json(path, "part of an N1.7 checkpoint")
 
 
 @dataclass(frozen=True)
