@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TT-NN weight conversion and its disk cache on the tiny N1.5 checkpoint: every used tensor converted
+once, in the layout and dtype the policy says, equal to the checkpoint up to that dtype; a second
+conversion with the same key reads only the cache; another policy gets another cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
+from models.experimental.gr00t.common.errors import ConfigError
+from models.experimental.gr00t.common.layouts import GR1
+from models.experimental.gr00t.tt.policy import TTPolicy
+from models.experimental.gr00t.tt.weight_cache import SKIPPED, convert_checkpoint, load_cached
+
+pytestmark = pytest.mark.mock
+
+DIT_FF = "action_head.model.transformer_blocks.0.ff.net.0.proj.weight"
+DIT_BIAS = "action_head.model.transformer_blocks.0.ff.net.0.proj.bias"
+LLM_Q = "backbone.eagle_model.language_model.model.layers.0.self_attn.q_proj.weight"
+STATE_W = "action_head.state_encoder.layer1.W"
+PATCH = "backbone.eagle_model.vision_model.vision_model.embeddings.patch_embedding.weight"
+EMBED = "backbone.eagle_model.language_model.model.embed_tokens.weight"
+
+
+def test_policy_defaults_overrides_and_errors():
+    p = TTPolicy()
+    assert p.to_dict() == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage"}
+    assert (p.weight_dtype(DIT_FF), p.weight_dtype(DIT_BIAS), p.weight_dtype(LLM_Q)) == ("bfloat8_b", "bfloat16", "bfloat16")
+    assert p.with_env_overrides({"GR00T_POLICY": "bf16"}).weight_dtype(DIT_FF) == "bfloat16"
+    with pytest.raises(ConfigError, match="GR00T_POLICY"):
+        p.with_env_overrides({"GR00T_POLICY": "fp8"})
+
+
+@pytest.fixture(scope="module")
+def converted(mock_device, tiny_checkpoint, tmp_path_factory):
+    root = tmp_path_factory.mktemp("tt-cache")
+    info = convert_checkpoint(tiny_checkpoint, root, weights_id="tiny-seed0", policy=TTPolicy(), layout=GR1,
+                              log=lambda _: None)
+    return root, info, load_cached(info)
+
+
+def test_every_used_tensor_is_converted_once(converted, tiny_checkpoint):
+    _, info, tensors = converted
+    used = {n for n in LazyCheckpoint(tiny_checkpoint).names if not n.startswith(SKIPPED)}
+    assert info.converted and set(tensors) == used and info.tensors == len(used)
+    assert not any(n.startswith(SKIPPED) for n in tensors)
+
+
+def test_layouts_and_dtypes_follow_the_policy(converted, tiny_checkpoint):
+    import ttnn
+
+    _, _, t = converted
+    ckpt = LazyCheckpoint(tiny_checkpoint)
+    assert t[DIT_FF].dtype == ttnn.bfloat8_b and t[DIT_FF].layout == ttnn.TILE_LAYOUT
+    assert t[LLM_Q].dtype == ttnn.bfloat16 and t[EMBED].layout == ttnn.ROW_MAJOR_LAYOUT
+    # linear weights are stored [in, out]; values equal up to the storage dtype
+    q = ckpt.load(LLM_Q, torch.float32)
+    assert torch.allclose(ttnn.to_torch(t[LLM_Q]).float(), q.t(), rtol=1e-2, atol=1e-2)
+    ff = ckpt.load(DIT_FF, torch.float32).t()
+    rel = ((ttnn.to_torch(t[DIT_FF]).float() - ff).norm() / ff.norm()).item()
+    assert 0 < rel < 0.02  # bfloat8_b: close but not exact
+    # embodiment-specific layers keep only the served embodiment's row (GR1: slot 24)
+    w = ckpt.load(STATE_W, torch.float32)
+    assert torch.allclose(ttnn.to_torch(t[STATE_W]).float(), w[24], rtol=1e-2, atol=1e-2)
+    # the patch convolution becomes a [C*k*k, D] matmul weight
+    p = ckpt.load(PATCH, torch.float32)
+    assert tuple(t[PATCH].shape) == (3 * 14 * 14, p.shape[0])
+
+
+def test_second_conversion_reads_only_the_cache_and_the_policy_is_in_the_key(converted, tiny_checkpoint):
+    root, first, _ = converted
+    again = convert_checkpoint(tiny_checkpoint, root, weights_id="tiny-seed0", policy=TTPolicy(), layout=GR1,
+                               log=lambda _: None)
+    assert not again.converted and again.path == first.path and again.nbytes == first.nbytes
+    other = convert_checkpoint(tiny_checkpoint, root, weights_id="tiny-seed0", policy=TTPolicy(dtype_policy="bf16"),
+                               layout=GR1, log=lambda _: None)
+    assert other.converted and other.path != first.path
+    assert load_cached(other)[DIT_FF].dtype.name == "BFLOAT16"

@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Checkpoint → TT-NN device-layout weights, converted once on the host and cached on disk.
+
+The one door every TT module's weights go through: linear weights are transposed to [in, out] and
+tiled, 1-D parameters become [1, D] tiles, embedding tables stay row-major, the patch convolution is
+flattened to a [C·k·k, D] matmul weight, and embodiment-specific layers keep only the served
+embodiment's row. Dtypes follow the ``TTPolicy``. No device is needed (tiling needs only the cluster
+description, which a mock provides).
+
+The cache lives under ``GR00T_TT_CACHE`` in a folder keyed by (weights id, policy, layout, ttnn
+version, converter version): a second boot with the same key reads only ``.tensorbin`` files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..common.checkpoint import LazyCheckpoint
+from ..common.layouts import Layout
+from .policy import TTPolicy
+
+CONVERTER_VERSION = 1  # bump when a conversion rule changes: old caches are then ignored
+MANIFEST = "manifest.json"
+# Stored but never computed by GR00T: the SigLIP pooling head and a tied lm_head.
+SKIPPED = ("backbone.eagle_model.vision_model.vision_model.head.", "backbone.eagle_model.language_model.lm_head.",
+           "backbone.model.lm_head.")
+ROW_MAJOR = ("embed_tokens.weight", "position_embedding.weight", "future_tokens.weight", "pos_embed.weight")
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    path: Path
+    converted: bool  # False: everything was already in the cache
+    tensors: int
+    nbytes: int
+    seconds: float
+
+
+def cache_key(weights_id: str, policy: TTPolicy, layout: Layout) -> str:
+    ttnn_version = importlib.metadata.version("ttnn")
+    text = f"{weights_id}|{policy.dtype_policy}|{layout.name}|ttnn-{ttnn_version}|converter-{CONVERTER_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def device_form(name: str, t: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, str]:
+    """The tensor as the TT modules consume it, and its ttnn layout ("tile" or "row_major")."""
+    if name.endswith(ROW_MAJOR):
+        return t, "row_major"
+    if name.endswith((".W", ".b")) and name.startswith("action_head."):  # CategorySpecificLinear [n, in, out] / [n, out]
+        row = t[layout.embodiment_id]
+        return (row if row.ndim == 2 else row.unsqueeze(0)), "tile"
+    if t.ndim == 4:  # Conv2d patch embedding [D, C, k, k] → [C·k·k, D], matching the patch flattening
+        return t.reshape(t.shape[0], -1).t().contiguous(), "tile"
+    if t.ndim == 2:  # nn.Linear [out, in] → [in, out] for ttnn.linear
+        return t.t().contiguous(), "tile"
+    if t.ndim == 1:
+        return t.unsqueeze(0), "tile"
+    return t, "tile"
+
+
+def _file(name: str) -> str:
+    return name + ".tensorbin"
+
+
+def convert_checkpoint(checkpoint_dir: str | Path, cache_root: str | Path, *, weights_id: str, policy: TTPolicy,
+                       layout: Layout, log: Callable[[str], None] = print) -> CacheInfo:
+    """Convert every used tensor of the checkpoint into ``cache_root/<key>/`` (or reuse it)."""
+    import ttnn  # noqa: PLC0415 - the caller configures the (mock) runtime first
+
+    path = Path(cache_root) / f"{layout.version}-{cache_key(weights_id, policy, layout)}"
+    manifest_path = path / MANIFEST
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+        if all((path / _file(n)).is_file() for n in manifest["tensors"]):
+            log(f"TT weight cache hit: {path} ({len(manifest['tensors'])} tensors, {manifest['nbytes'] / 1e9:.2f} GB)")
+            return CacheInfo(path, False, len(manifest["tensors"]), manifest["nbytes"], 0.0)
+    ckpt = LazyCheckpoint(checkpoint_dir)
+    names = [n for n in ckpt.names if not n.startswith(SKIPPED)]
+    path.mkdir(parents=True, exist_ok=True)
+    t0, nbytes, entries = time.perf_counter(), 0, {}
+    log(f"Converting {len(names)} tensors to TT-NN layout ({policy.dtype_policy}) into {path}")
+    for i, name in enumerate(sorted(names)):
+        tensor, tt_layout = device_form(name, ckpt.load(name, torch.float32), layout)
+        dtype = policy.weight_dtype(name)
+        host = ttnn.from_torch(tensor, dtype=getattr(ttnn, dtype),
+                               layout=ttnn.TILE_LAYOUT if tt_layout == "tile" else ttnn.ROW_MAJOR_LAYOUT)
+        ttnn.dump_tensor(str(path / _file(name)), host)
+        nbytes += (path / _file(name)).stat().st_size
+        entries[name] = {"dtype": dtype, "layout": tt_layout, "shape": list(tensor.shape)}
+        if (i + 1) % 100 == 0:
+            log(f"  {i + 1}/{len(names)} tensors, {time.perf_counter() - t0:.1f} s")
+    seconds = time.perf_counter() - t0
+    manifest_path.write_text(json.dumps({"weights_id": weights_id, "policy": policy.to_dict(), "layout": layout.name,
+                                         "nbytes": nbytes, "seconds": round(seconds, 2), "tensors": entries}, indent=1))
+    log(f"TT weight cache written: {len(names)} tensors, {nbytes / 1e9:.2f} GB in {seconds:.1f} s")
+    return CacheInfo(path, True, len(names), nbytes, seconds)
+
+
+def load_cached(info: CacheInfo) -> dict:
+    """name → ttnn host tensor, read back from the cache."""
+    import ttnn  # noqa: PLC0415
+
+    names = json.loads((info.path / MANIFEST).read_text())["tensors"]
+    return {name: ttnn.load_tensor(str(info.path / _file(name))) for name in names}
