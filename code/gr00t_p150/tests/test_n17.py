@@ -4,9 +4,7 @@ request refused with 400 naming the problem, and the smoke test against a live p
 
 from __future__ import annotations
 
-import base64
 import copy
-import io
 import subprocess
 import sys
 import time
@@ -15,12 +13,12 @@ import urllib.request
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from PIL import Image
 
 from gr00t_p150.server.app import create_app
 from gr00t_p150.server.settings import load_config
 
 from .test_process import CODE, free_port, start
+from .test_validation import png
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +35,6 @@ def n17(n17_env):
 @pytest.fixture
 def droid_request(n17):
     return copy.deepcopy(n17.get("/demo").json()["request"])
-
-
-def png(h: int, w: int) -> str:
-    buf = io.BytesIO()
-    Image.fromarray(np.full((h, w, 3), 90, np.uint8)).save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def test_droid_demo_response(n17):
