@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checkpoint → TT-NN device-layout weights, converted once on the host and cached on disk.
 
-The one door every TT module's weights go through: linear weights are transposed to [in, out] and
-tiled, 1-D parameters become [1, D] tiles, embedding tables stay row-major, the patch convolution is
-flattened to a [C·k·k, D] matmul weight, and embodiment-specific layers keep only the served
-embodiment's row. Dtypes follow the ``TTPolicy``. No device is needed (tiling needs only the cluster
+The one door every TT module's weights go through: the tensors of ``weight_layout.device_tensors``
+(transposed, fused and tile-padded; see there), converted to ttnn host tensors in the dtypes the
+``TTPolicy`` says. No device is needed (tiling needs only the cluster
 description, which a mock provides).
 
 The cache lives under ``GR00T_TT_CACHE`` in a folder keyed by (weights id, policy, layout, ttnn
@@ -24,15 +23,13 @@ from pathlib import Path
 import torch
 
 from ..common.checkpoint import LazyCheckpoint
+from ..common.configs import Gr00tN15Config
 from ..common.layouts import Layout
 from .policy import TTPolicy
+from .weight_layout import device_tensors
 
-CONVERTER_VERSION = 1  # bump when a conversion rule changes: old caches are then ignored
+CONVERTER_VERSION = 2  # bump when a conversion rule changes: old caches are then ignored
 MANIFEST = "manifest.json"
-# Stored but never computed by GR00T: the SigLIP pooling head and a tied lm_head.
-SKIPPED = ("backbone.eagle_model.vision_model.vision_model.head.", "backbone.eagle_model.language_model.lm_head.",
-           "backbone.model.lm_head.")
-ROW_MAJOR = ("embed_tokens.weight", "position_embedding.weight", "future_tokens.weight", "pos_embed.weight")
 
 
 @dataclass(frozen=True)
@@ -48,22 +45,6 @@ def cache_key(weights_id: str, policy: TTPolicy, layout: Layout) -> str:
     ttnn_version = importlib.metadata.version("ttnn")
     text = f"{weights_id}|{policy.dtype_policy}|{layout.name}|ttnn-{ttnn_version}|converter-{CONVERTER_VERSION}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
-def device_form(name: str, t: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, str]:
-    """The tensor as the TT modules consume it, and its ttnn layout ("tile" or "row_major")."""
-    if name.endswith(ROW_MAJOR):
-        return t, "row_major"
-    if name.endswith((".W", ".b")) and name.startswith("action_head."):  # CategorySpecificLinear [n, in, out] / [n, out]
-        row = t[layout.embodiment_id]
-        return (row if row.ndim == 2 else row.unsqueeze(0)), "tile"
-    if t.ndim == 4:  # Conv2d patch embedding [D, C, k, k] → [C·k·k, D], matching the patch flattening
-        return t.reshape(t.shape[0], -1).t().contiguous(), "tile"
-    if t.ndim == 2:  # nn.Linear [out, in] → [in, out] for ttnn.linear
-        return t.t().contiguous(), "tile"
-    if t.ndim == 1:
-        return t.unsqueeze(0), "tile"
-    return t, "tile"
 
 
 def _file(name: str) -> str:
@@ -83,12 +64,12 @@ def convert_checkpoint(checkpoint_dir: str | Path, cache_root: str | Path, *, we
             log(f"TT weight cache hit: {path} ({len(manifest['tensors'])} tensors, {manifest['nbytes'] / 1e9:.2f} GB)")
             return CacheInfo(path, False, len(manifest["tensors"]), manifest["nbytes"], 0.0)
     ckpt = LazyCheckpoint(checkpoint_dir)
-    names = [n for n in ckpt.names if not n.startswith(SKIPPED)]
+    config = Gr00tN15Config.from_checkpoint(checkpoint_dir)
     path.mkdir(parents=True, exist_ok=True)
     t0, nbytes, entries = time.perf_counter(), 0, {}
-    log(f"Converting {len(names)} tensors to TT-NN layout ({policy.dtype_policy}) into {path}")
-    for i, name in enumerate(sorted(names)):
-        tensor, tt_layout = device_form(name, ckpt.load(name, torch.float32), layout)
+    log(f"Converting {len(ckpt.names)} checkpoint tensors to TT-NN layout ({policy.dtype_policy}) into {path}")
+    converted = device_tensors(lambda n: ckpt.load(n, torch.float32), list(ckpt.names), config, layout)
+    for i, (name, tensor, tt_layout) in enumerate(converted):
         dtype = policy.weight_dtype(name)
         host = ttnn.from_torch(tensor, dtype=getattr(ttnn, dtype),
                                layout=ttnn.TILE_LAYOUT if tt_layout == "tile" else ttnn.ROW_MAJOR_LAYOUT)
@@ -96,12 +77,12 @@ def convert_checkpoint(checkpoint_dir: str | Path, cache_root: str | Path, *, we
         nbytes += (path / _file(name)).stat().st_size
         entries[name] = {"dtype": dtype, "layout": tt_layout, "shape": list(tensor.shape)}
         if (i + 1) % 100 == 0:
-            log(f"  {i + 1}/{len(names)} tensors, {time.perf_counter() - t0:.1f} s")
+            log(f"  {i + 1} tensors, {nbytes / 1e9:.2f} GB, {time.perf_counter() - t0:.1f} s")
     seconds = time.perf_counter() - t0
     manifest_path.write_text(json.dumps({"weights_id": weights_id, "policy": policy.to_dict(), "layout": layout.name,
                                          "nbytes": nbytes, "seconds": round(seconds, 2), "tensors": entries}, indent=1))
-    log(f"TT weight cache written: {len(names)} tensors, {nbytes / 1e9:.2f} GB in {seconds:.1f} s")
-    return CacheInfo(path, True, len(names), nbytes, seconds)
+    log(f"TT weight cache written: {len(entries)} tensors, {nbytes / 1e9:.2f} GB in {seconds:.1f} s")
+    return CacheInfo(path, True, len(entries), nbytes, seconds)
 
 
 def load_cached(info: CacheInfo) -> dict:

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Run the TT-NN modules on the host with every ttnn op replaced by ttnn's own golden function.
+
+A mock P150 validates shapes, program configs and memory budgets but computes nothing, and no card is
+here to compute. What remains checkable without hardware is the *data flow* of the port: fused and
+head-padded weights, head splits, masks, the splice, slicing of the action rows, the Euler update. This
+module gives each TT module a stand-in for the ``ttnn`` module in which an op is
+``ttnn.get_golden_function(op)`` — the torch semantics Tenstorrent publishes for it — on torch
+tensors. Run that way, the port must reproduce the independently tested fp32 reference; a wrong
+transpose, head order, mask or slice shows up as a large difference.
+
+Device plumbing (tensor creation, upload, buffers, sync) becomes plain torch. Two precisions:
+- ``"fp32"``: everything float32, nothing rounded — the data-flow check (must equal the reference);
+- ``"device"``: an *estimate* of the device's numerics. Every tensor created with ``from_torch`` is
+  rounded through ttnn's own host conversion to its device dtype (bf16 / bfloat8_b weights, bf16
+  activations); every op's output is rounded to its device dtype (bf16, or fp32 for the Euler state).
+  Matmuls multiply the rounded operands exactly and accumulate in fp32, as ``fp32_dest_acc_en`` does;
+  what this does not model: the reduced multiplier fidelity of HiFi2, the device's own rounding mode
+  and its SFPU approximations (exp, tanh, rsqrt). Device-fp32 tensors are carried as float64 so that
+  an op's output dtype follows torch's promotion rules.
+Nothing here is used on the serving path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+
+import torch
+
+# The TT modules that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
+TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head", "ttnn_gr00t")
+
+
+class _HostDevice:
+    def arch(self):
+        return None
+
+
+HOST_DEVICE = _HostDevice()
+
+
+def _strip(kwargs: dict) -> dict:
+    return {k: v for k, v in kwargs.items() if k not in ("memory_config", "compute_kernel_config", "program_config",
+                                                          "device", "layout", "dtype")}
+
+
+class _Namespace(types.SimpleNamespace):
+    pass
+
+
+PRECISIONS = ("fp32", "device")
+
+
+def _round(t):
+    """Round an op's output to its device dtype: float32 carries bf16 values, float64 carries fp32 ones."""
+    if isinstance(t, (tuple, list)):
+        return type(t)(_round(x) for x in t)
+    if not isinstance(t, torch.Tensor):
+        return t
+    if t.dtype == torch.float64:
+        return t.float().double()
+    if t.dtype == torch.float32:
+        return t.bfloat16().float()
+    return t
+
+
+def golden_ttnn(precision: str = "fp32"):
+    """A stand-in ``ttnn`` module (see the module docstring)."""
+    import ttnn  # noqa: PLC0415
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
+    device = precision == "device"
+
+    def golden(op):
+        fn = ttnn.get_golden_function(op)
+        if not device:
+            return lambda *args, **kwargs: fn(*args, **_strip(kwargs))
+        return lambda *args, **kwargs: _round(fn(*args, **_strip(kwargs)))
+
+    def as_dtype(t, dtype):
+        if dtype in (ttnn.uint32, ttnn.int32):
+            return t.to(torch.int64)
+        if not device:
+            return t.float()
+        if dtype == ttnn.float32:
+            return t.float().double()
+        lay = ttnn.TILE_LAYOUT if dtype == ttnn.bfloat8_b else ttnn.ROW_MAJOR_LAYOUT  # bfloat8_b exists only tiled
+        return ttnn.to_torch(ttnn.from_torch(t.float(), dtype=dtype, layout=lay)).float()
+
+    def from_torch(t, dtype=None, layout=None, device=None, **_):
+        return as_dtype(torch.as_tensor(t), dtype or ttnn.bfloat16)
+
+    def allocate_tensor_on_device(shape, dtype, layout, device, memory_config=None):
+        return as_dtype(torch.zeros(list(shape)), dtype)
+
+    def copy_host_to_device_tensor(host, dev, *_, **__):
+        dev.copy_(host)
+
+    shim = _Namespace(
+        **{name: getattr(ttnn, name) for name in ("TILE_LAYOUT", "ROW_MAJOR_LAYOUT", "DRAM_MEMORY_CONFIG", "bfloat16",
+                                                  "bfloat8_b", "float32", "uint32", "int32", "Shape", "MathFidelity",
+                                                  "GeluVariant", "Tensor")},
+        from_torch=from_torch, to_torch=lambda t, **_: t, to_device=lambda t, *a, **k: t,
+        allocate_tensor_on_device=allocate_tensor_on_device, copy_host_to_device_tensor=copy_host_to_device_tensor,
+        synchronize_device=lambda *a, **k: None, init_device_compute_kernel_config=lambda *a, **k: None,
+        typecast=lambda x, dtype, **k: as_dtype(x, dtype),
+        **{name: golden(getattr(ttnn, name)) for name in ("linear", "matmul", "layer_norm", "rms_norm", "gelu", "permute",
+                                                          "reshape", "add", "mul", "multiply", "silu", "relu",
+                                                          "embedding", "slice", "concat")},
+        transformer=_Namespace(**{name: golden(getattr(ttnn.transformer, name)) for name in (
+            "scaled_dot_product_attention", "concatenate_heads", "split_query_key_value_and_split_heads")}),
+    )
+    return shim
+
+
+@contextlib.contextmanager
+def golden_execution(precision: str = "fp32"):
+    """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
+    from . import ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_qwen3, ttnn_siglip  # noqa: F401,PLC0415
+
+    shim = golden_ttnn(precision)
+    modules = [sys.modules[f"{__package__}.{name}"] for name in TT_MODULES]
+    saved = [m.ttnn for m in modules]
+    for m in modules:
+        m.ttnn = shim
+    try:
+        yield shim
+    finally:
+        for m, original in zip(modules, saved):
+            m.ttnn = original

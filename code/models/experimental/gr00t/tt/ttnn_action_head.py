@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Flow-matching action head on TT-NN (twin of ``reference/torch_action_head.py``).
+
+Per request: ``condition`` (vlln + VL self-attention over the padded VL tokens), the cross-attention
+K/V of every cross block, and the state token — then ``sample``: 4 Euler steps of encoder → DiT →
+decoder. The Euler state stays float32 on the device (noise in, normalised actions out); matmuls see
+it as bf16. Only the served embodiment's rows of the category-specific layers are on the device.
+"""
+
+from __future__ import annotations
+
+import torch
+import ttnn
+
+from ..common.configs import ActionHeadConfig
+from ..common.flow_matching import step_size, timestep_buckets
+from ..reference.torch_action_head import action_sinusoid
+from .ttnn_common import NEG_INF, DeviceWeights, layer_norm
+from .ttnn_dit import TtDiT, TtSelfAttentionTransformer
+from .weight_layout import HEAD, tile_up
+
+
+def category_linear(w: DeviceWeights, x: ttnn.Tensor, name: str) -> ttnn.Tensor:
+    """The served embodiment's ``x @ W[id] + b[id]`` (W stored [in, out], one row kept)."""
+    weight = w[name + ".W"]
+    return ttnn.linear(x, weight, bias=w[name + ".b"], memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                       compute_kernel_config=w.compute_config(weight))
+
+
+def category_mlp(w: DeviceWeights, x: ttnn.Tensor, name: str) -> ttnn.Tensor:
+    return category_linear(w, ttnn.relu(category_linear(w, x, name + ".layer1")), name + ".layer2")
+
+
+class TtActionHead:
+    def __init__(self, w: DeviceWeights, c: ActionHeadConfig):
+        self.w, self.c = w, c
+        self.dit = TtDiT(w, c.dit)
+        self.adapter = TtSelfAttentionTransformer(w, c.vl_self_attention)
+        self.tokens = 1 + c.num_target_vision_tokens + c.action_horizon  # state + future + actions = 49
+        self.tokens_padded = tile_up(self.tokens)  # 64
+        dev, d = w.device, c.input_embedding_dim
+
+        def put(t: torch.Tensor, dtype=ttnn.bfloat16) -> ttnn.Tensor:
+            return ttnn.from_torch(t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=dev)
+
+        self.dt = step_size(c.num_inference_timesteps)
+        self.steps = []
+        for bucket in timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets):
+            tau = action_sinusoid(torch.full((1, c.action_horizon), bucket), d)  # [1, H, w], constant per bucket
+            self.steps.append((self.dit.modulation(bucket), put(tau)))
+        self.future = ttnn.reshape(w[HEAD + "future_tokens.weight"], [1, c.num_target_vision_tokens, d])
+        self.positions = ttnn.reshape(w[HEAD + "position_embedding.weight"], [1, c.action_horizon, d])
+        self.token_padding = put(torch.zeros(1, self.tokens_padded - self.tokens, d))
+        mask = torch.zeros(1, 1, self.tokens_padded, self.tokens_padded)
+        mask[..., self.tokens:] = NEG_INF  # padding rows are never keys
+        self.self_mask = put(mask)
+
+    # ---- per request -----------------------------------------------------------------------------
+    def condition(self, features: ttnn.Tensor, key_mask: ttnn.Tensor) -> ttnn.Tensor:
+        """Backbone features [1, S_pad, 2048] → vl_embs [1, S_pad, 2048]."""
+        return self.adapter(layer_norm(self.w, features, HEAD + "vlln", self.c.vlln_eps), key_mask)
+
+    def state_features(self, state: ttnn.Tensor) -> ttnn.Tensor:
+        """Encoded state [1, 1, 64] → the state token [1, 1, 1536]."""
+        return category_mlp(self.w, state, HEAD + "state_encoder")
+
+    # ---- Euler loop ------------------------------------------------------------------------------
+    def velocity(self, x: ttnn.Tensor, step: int, state_features: ttnn.Tensor, kv: list,
+                 cross_mask: ttnn.Tensor) -> ttnn.Tensor:
+        """Noisy actions [1, H, D] (bf16) → velocity [1, H, D]."""
+        w, c = self.w, self.c
+        mod, tau = self.steps[step]
+        p = HEAD + "action_encoder."
+        a = category_linear(w, x, p + "W1")
+        a = category_linear(w, ttnn.silu(category_linear(w, ttnn.concat([a, tau], dim=-1), p + "W2")), p + "W3")
+        a = ttnn.add(a, self.positions)
+        tokens = ttnn.concat([state_features, self.future, a, self.token_padding], dim=1)  # [1, 64, w]
+        out = self.dit(tokens, mod, kv, cross_mask, self.self_mask)
+        first = self.tokens - c.action_horizon
+        out = ttnn.slice(out, [0, first, 0], [1, self.tokens, out.shape[-1]])  # the action rows
+        return category_mlp(w, out, HEAD + "action_decoder")
+
+    def sample(self, noise: ttnn.Tensor, state_features: ttnn.Tensor, kv: list, cross_mask: ttnn.Tensor,
+               velocities: list | None = None) -> ttnn.Tensor:
+        """float32 noise [1, H, D] → float32 normalised actions [1, H, D]."""
+        x = noise
+        for i in range(len(self.steps)):
+            v = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, state_features, kv, cross_mask)
+            if velocities is not None:
+                velocities.append(v)
+            x = ttnn.add(x, ttnn.multiply(ttnn.typecast(v, ttnn.float32), self.dt))
+        return x

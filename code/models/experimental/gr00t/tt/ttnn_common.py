@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What every TT-NN module of the port shares: the device weights, matmul fidelity by weight dtype,
+and the few layer shapes (linear, LayerNorm, RMSNorm, attention) written once.
+
+Activations are bf16 [1, S, D] TILE tensors in DRAM; sequences are padded to tile multiples by the
+caller and padded keys are masked with an additive mask, so no op ever sees ragged tiles on the
+sequence axis. Matmuls accumulate in fp32 (``fp32_dest_acc_en``): HiFi4 against bf16 weights, HiFi2
+against bfloat8_b ones (the mantissa bfloat8_b keeps is what HiFi2 multiplies exactly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import ttnn
+
+NEG_INF = float("-inf")
+
+
+class DeviceWeights:
+    """name → device tensor, as ``weight_layout.device_tensors`` named them; a missing name is a bug in
+    the converter or the module, so it fails with the name."""
+
+    def __init__(self, device, tensors: Mapping[str, ttnn.Tensor]):
+        self.device = device
+        self._t = dict(tensors)
+        self.used: set[str] = set()
+        arch = device.arch()
+        self._cfg = {
+            "bf16": ttnn.init_device_compute_kernel_config(arch, math_fidelity=ttnn.MathFidelity.HiFi4,
+                                                           fp32_dest_acc_en=True, packer_l1_acc=True),
+            "bfp8": ttnn.init_device_compute_kernel_config(arch, math_fidelity=ttnn.MathFidelity.HiFi2,
+                                                           fp32_dest_acc_en=True, packer_l1_acc=True),
+        }
+
+    def __getitem__(self, name: str) -> ttnn.Tensor:
+        try:
+            t = self._t[name]
+        except KeyError:
+            raise KeyError(f"TT weight {name!r} is not in the converted weights") from None
+        self.used.add(name)
+        return t
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._t
+
+    def names(self) -> list[str]:
+        return list(self._t)
+
+    def compute_config(self, weight: ttnn.Tensor):
+        return self._cfg["bfp8" if weight.dtype == ttnn.bfloat8_b else "bf16"]
+
+    @property
+    def norm_config(self):
+        return self._cfg["bf16"]
+
+
+def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True) -> ttnn.Tensor:
+    """``x @ W + b`` for the converted ``name.weight`` [in, out] (and ``name.bias`` [1, out])."""
+    weight = w[name + ".weight"]
+    return ttnn.linear(x, weight, bias=w[name + ".bias"] if bias else None, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                       compute_kernel_config=w.compute_config(weight))
+
+
+def layer_norm(w: DeviceWeights, x: ttnn.Tensor, name: str | None, eps: float) -> ttnn.Tensor:
+    """LayerNorm over the last axis; ``name=None`` means no affine parameters (DiT norms)."""
+    affine = {} if name is None else {"weight": w[name + ".weight"], "bias": w[name + ".bias"]}
+    return ttnn.layer_norm(x, epsilon=eps, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                           compute_kernel_config=w.norm_config, **affine)
+
+
+def rms_norm(w: DeviceWeights, x: ttnn.Tensor, name: str, eps: float) -> ttnn.Tensor:
+    return ttnn.rms_norm(x, weight=w[name + ".weight"], epsilon=eps, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                         compute_kernel_config=w.norm_config)
+
+
+def gelu_tanh(x: ttnn.Tensor) -> ttnn.Tensor:
+    """The tanh-approximated GELU SigLIP and diffusers' FeedForward use."""
+    return ttnn.gelu(x, variant=ttnn.GeluVariant.Tanh, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+
+def split_heads(x: ttnn.Tensor, heads: int, head_dim: int) -> ttnn.Tensor:
+    """[1, S, H·hd] → [1, H, S, hd]."""
+    s = x.shape[1]
+    return ttnn.permute(ttnn.reshape(x, [1, s, heads, head_dim]), (0, 2, 1, 3))
+
+
+def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, scale: float,
+           mask: ttnn.Tensor | None = None, causal: bool = False) -> ttnn.Tensor:
+    """SDPA over [1, H, S, hd'] heads → [1, S, H·hd'] (heads concatenated). ``mask`` is additive
+    [1, 1, S_q, S_kv] (0 or −inf) and replaces causality; neither means full attention."""
+    o = ttnn.transformer.scaled_dot_product_attention(q, k, v, is_causal=causal, attn_mask=mask, scale=scale,
+                                                       memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                                                       compute_kernel_config=w.norm_config)
+    return ttnn.transformer.concatenate_heads(o, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+
+def fused_self_attention(w: DeviceWeights, x: ttnn.Tensor, p: str, out: str, heads: int, head_dim: int,
+                         *, bias: bool, mask: ttnn.Tensor | None = None) -> ttnn.Tensor:
+    """Self-attention with the fused, head-padded ``p + "qkv"`` projection and ``p + out`` output.
+    ``head_dim`` is the checkpoint's (it sets the scale); the padded width comes from the weights."""
+    qkv = linear(w, x, p + "qkv", bias=bias)
+    q, k, v = ttnn.transformer.split_query_key_value_and_split_heads(qkv, num_heads=heads, transpose_key=False,
+                                                                     memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    o = attend(w, q, k, v, scale=head_dim**-0.5, mask=mask)
+    return linear(w, o, p + out, bias=bias)

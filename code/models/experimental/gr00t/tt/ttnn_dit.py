@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The action head's transformers on TT-NN (twin of ``reference/torch_dit.py``).
+
+``TtSelfAttentionTransformer``: the 4 affine pre-LN blocks over the VL tokens (the adapter), with the
+padded LLM positions masked as keys.
+
+``TtDiT``: 16 AdaLN blocks over the 49 action-side tokens, padded to 64 rows. Even blocks attend to
+the VL tokens (their K/V are computed once per request by ``cross_kv``, not once per Euler step),
+odd blocks to the 64 rows with the 15 padding rows masked as keys. The AdaLN modulation and the
+output layer's shift/scale depend only on the timestep bucket, so ``modulation`` computes them once
+at load for the 4 buckets; each step reads them.
+"""
+
+from __future__ import annotations
+
+import torch
+import ttnn
+
+from ..common.configs import DiTConfig, VLSelfAttentionConfig
+from ..reference.torch_dit import timestep_sinusoid
+from .ttnn_common import (DeviceWeights, attend, fused_self_attention, gelu_tanh, layer_norm, linear, split_heads)
+from .weight_layout import DIT, VLSA, tile_up
+
+
+def feed_forward(w: DeviceWeights, x: ttnn.Tensor, p: str) -> ttnn.Tensor:
+    return linear(w, gelu_tanh(linear(w, x, p + "ff.net.0.proj")), p + "ff.net.2")
+
+
+class TtSelfAttentionTransformer:
+    def __init__(self, w: DeviceWeights, c: VLSelfAttentionConfig, prefix: str = VLSA):
+        self.w, self.c, self.p = w, c, prefix
+
+    def __call__(self, x: ttnn.Tensor, key_mask: ttnn.Tensor) -> ttnn.Tensor:
+        """[1, S_pad, D] → [1, S_pad, D]; ``key_mask`` [1, 1, S_pad, S_pad] additive."""
+        w, c = self.w, self.c
+        for i in range(c.num_layers):
+            p = f"{self.p}transformer_blocks.{i}."
+            h = layer_norm(w, x, p + "norm1", c.norm_eps)
+            x = ttnn.add(x, fused_self_attention(w, h, p + "attn1.", "to_out.0", c.num_attention_heads,
+                                                 c.attention_head_dim, bias=True, mask=key_mask))
+            x = ttnn.add(x, feed_forward(w, layer_norm(w, x, p + "norm3", c.norm_eps), p))
+        return x
+
+
+class Modulation:
+    """Per-bucket constants: (1 + scale, shift) of every block's AdaLN and of the output layer."""
+
+    def __init__(self, blocks: list[tuple[ttnn.Tensor, ttnn.Tensor]], out: tuple[ttnn.Tensor, ttnn.Tensor]):
+        self.blocks, self.out = blocks, out
+
+
+class TtDiT:
+    def __init__(self, w: DeviceWeights, c: DiTConfig, prefix: str = DIT):
+        if c.attend_text_every_n_blocks:
+            raise NotImplementedError("the TT port serves N1.5; N1.7's text/image-alternating DiT is not ported")
+        self.w, self.c, self.p = w, c, prefix
+        self.padded_head_dim = tile_up(c.attention_head_dim)
+
+    def modulation(self, bucket: int) -> Modulation:
+        """AdaLN constants for one timestep bucket (run once per bucket at load)."""
+        w, c, d = self.w, self.c, self.c.inner_dim
+        sinusoid = timestep_sinusoid(torch.tensor([float(bucket)]), c.timestep_channels)  # [1, 256]
+        t = ttnn.from_torch(sinusoid[None], dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
+        e = self.p + "timestep_encoder.timestep_embedder."
+        temb = ttnn.silu(linear(w, ttnn.silu(linear(w, t, e + "linear_1")), e + "linear_2"))  # silu(temb) [1, 1, D]
+
+        def halves(y: ttnn.Tensor) -> tuple[ttnn.Tensor, ttnn.Tensor]:
+            return ttnn.slice(y, [0, 0, 0], [1, 1, d]), ttnn.slice(y, [0, 0, d], [1, 1, 2 * d])
+
+        blocks = []
+        for i in range(c.num_layers):
+            scale, shift = halves(linear(w, temb, f"{self.p}transformer_blocks.{i}.norm1.linear"))  # scale first
+            blocks.append((ttnn.add(scale, 1.0), shift))
+        shift, scale = halves(linear(w, temb, self.p + "proj_out_1"))  # shift first in the output layer
+        return Modulation(blocks, (ttnn.add(scale, 1.0), shift))
+
+    def cross_kv(self, vl_embs: ttnn.Tensor) -> list[tuple[ttnn.Tensor, ttnn.Tensor] | None]:
+        """K/V heads [1, H, S_pad, hd'] of every cross-attention block, from the VL tokens."""
+        w, c, out = self.w, self.c, []
+        inner = c.num_attention_heads * self.padded_head_dim
+        for i in range(c.num_layers):
+            if not c.cross_attends(i):
+                out.append(None)
+                continue
+            kv = linear(w, vl_embs, f"{self.p}transformer_blocks.{i}.attn1.kv")
+            s = vl_embs.shape[1]
+            k = split_heads(ttnn.slice(kv, [0, 0, 0], [1, s, inner]), c.num_attention_heads, self.padded_head_dim)
+            v = split_heads(ttnn.slice(kv, [0, 0, inner], [1, s, 2 * inner]), c.num_attention_heads, self.padded_head_dim)
+            out.append((k, v))
+        return out
+
+    def __call__(self, x: ttnn.Tensor, mod: Modulation, kv: list, cross_mask: ttnn.Tensor,
+                 self_mask: ttnn.Tensor) -> ttnn.Tensor:
+        """Tokens [1, T_pad, D] → [1, T_pad, output_dim]."""
+        w, c = self.w, self.c
+        for i in range(c.num_layers):
+            p = f"{self.p}transformer_blocks.{i}."
+            scale, shift = mod.blocks[i]
+            n = ttnn.add(ttnn.mul(layer_norm(w, x, None, c.norm_eps), scale), shift)
+            if c.cross_attends(i):
+                q = split_heads(linear(w, n, p + "attn1.q"), c.num_attention_heads, self.padded_head_dim)
+                k, v = kv[i]
+                o = linear(w, attend(w, q, k, v, scale=c.attention_head_dim**-0.5, mask=cross_mask), p + "attn1.to_out.0")
+            else:
+                o = fused_self_attention(w, n, p + "attn1.", "to_out.0", c.num_attention_heads, c.attention_head_dim,
+                                         bias=True, mask=self_mask)
+            x = ttnn.add(x, o)
+            x = ttnn.add(x, feed_forward(w, layer_norm(w, x, None, c.norm_eps), p))
+        scale, shift = mod.out
+        x = ttnn.add(ttnn.mul(layer_norm(w, x, None, c.out_norm_eps), scale), shift)
+        return linear(w, x, self.p + "proj_out_2")
