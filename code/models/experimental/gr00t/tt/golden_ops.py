@@ -131,3 +131,33 @@ def golden_execution(precision: str = "fp32"):
     finally:
         for m, original in zip(modules, saved):
             m.ttnn = original
+
+
+class GoldenModel:
+    """A ``Gr00tTT`` built on host weights (converted by the same ``device_tensors`` rules and the same
+    dtype policy as the device cache) for golden execution. Call its methods inside ``execution()``."""
+
+    def __init__(self, model, precision: str):
+        self.model, self.precision = model, precision
+
+    def execution(self):
+        return golden_execution(self.precision)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None) -> GoldenModel:
+    from .policy import TTPolicy  # noqa: PLC0415
+    from .runner import image_offset  # noqa: PLC0415
+    from .ttnn_common import DeviceWeights  # noqa: PLC0415
+    from .ttnn_gr00t import Gr00tTT, StaticShapes  # noqa: PLC0415
+    from .weight_layout import device_tensors  # noqa: PLC0415
+
+    policy = policy or TTPolicy()
+    with golden_execution(precision) as shim:
+        weights = {name: shim.from_torch(t, dtype=getattr(shim, policy.weight_dtype(name)))
+                   for name, t, _ in device_tensors(lambda n: checkpoint.load(n, torch.float32), list(checkpoint.names),
+                                                    config, layout)}
+        model = Gr00tTT(DeviceWeights(HOST_DEVICE, weights), config, StaticShapes.gr1(config, image_offset(config, layout)))
+    return GoldenModel(model, precision)

@@ -48,6 +48,3 @@ def test_weight_conversion_round_trips_on_the_host(mock_device, tmp_path):
         rel = ((again.float() - w).norm() / w.norm()).item()
         assert rel < tol, (dtype, rel)
 
-
-def test_trace_capture_is_not_possible_on_the_mock(mock_device):
-    pytest.skip("trace capture segfaults on the mock device (ttnn 0.81.1); trace tests need a p150a")

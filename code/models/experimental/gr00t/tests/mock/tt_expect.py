@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a forward pass of the TT model must contain, derived from the config (not from the TT code):
+the op counts the mock tests compare a captured op graph against, and the device-side expectations
+shared by the tiny and full-size mock tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from models.experimental.gr00t.common.configs import Gr00tN15Config
+
+
+def expected_attention_calls(config: Gr00tN15Config) -> int:
+    """One SDPA per attention layer: SigLIP + Qwen3 (kept layers) + VL self-attention + DiT × Euler steps."""
+    e, h = config.eagle, config.action_head
+    return (e.vision.num_hidden_layers + e.select_layer + h.vl_self_attention.num_layers
+            + h.dit.num_layers * h.num_inference_timesteps)
+
+
+def expected_norm_calls(config: Gr00tN15Config) -> Counter:
+    e, h = config.eagle, config.action_head
+    layer_norms = (2 * e.vision.num_hidden_layers + 1  # SigLIP pre-norms + post_layernorm
+                   + 1 + 2 * h.vl_self_attention.num_layers  # vlln + adapter blocks
+                   + h.num_inference_timesteps * (2 * h.dit.num_layers + 1))  # DiT norm1/norm3 + norm_out per step
+    rms_norms = 4 * e.select_layer + 1  # input/post-attention + per-head q/k norms, final norm
+    return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
+
+
+def count_calls(calltrace: list[str], op: str) -> int:
+    """Top-level calls of ``ttnn.<op>`` in a graph-capture calltrace."""
+    return sum(1 for name in calltrace if name == f"ttnn.{op}")
