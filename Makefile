@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 PORT ?= 20000
 GR00T_VERSION ?= n15
 
-.PHONY: venv test demo serve bench-reference clean-venv
+.PHONY: venv test test-tt-full demo serve bench-reference estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -28,8 +28,15 @@ $(STAMP): requirements.lock
 	echo "$(CURDIR)/code" > $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gr00t_p150_code.pth
 	touch $(STAMP)
 
+# The default run: every CPU test plus the TT port on the mock P150 at tiny scale (full-size work is
+# marked slow and kept out).
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The full-size N1.5 model through every TT module on the mock P150 (≈7 GB synthetic checkpoint
+# generated into a temporary GR00T_CACHE, converted, run; ~2.5 min, ~7 GB RAM). CI runs it after `test`.
+test-tt-full: $(STAMP)
+	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py $(PYTEST_ARGS)
 
 # Boot the server on synthetic:tiny weights, smoke-test and benchmark it, stop it.
 # Variants: make demo DEMO_WEIGHTS=synthetic:full DEMO_N=10
