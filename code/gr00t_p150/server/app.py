@@ -143,7 +143,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         golden = engine.golden
         return {"request": load_demo_request(engine.config.version),
                 "expected": {"actions": golden["actions"], "action_pred_normalized": golden["action_pred_normalized"]},
-                "expected_source": engine.fidelity.golden_source,
+                "expected_source": engine.golden_source,
                 "expected_weights": golden.get("weights"),
                 "note": "POST `request` to /predict; its actions equal `expected` up to the backend's precision "
                         "(bit-identical on the fp32 CPU reference)."}
@@ -196,12 +196,14 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict | None:
         "noise_source": result.noise_source,
         "seed": result.seed,
         "weights": {"source": weights.source, "revision": weights.revision, "synthetic": weights.synthetic is not None},
-        "backend": {k: v for k, v in engine.backend.describe().items() if k in ("name", "device", "dtype")},
+        "backend": {k: v for k, v in engine.backend.describe().items() if k in ("name", "device", "dtype", "mock")},
     }
     if body.return_normalized:
         out["action_pred_normalized"] = result.action_pred.tolist()
-    if weights.synthetic is not None:
-        out["warning"] = SYNTHETIC_WARNING
+    warnings = [w for w in (engine.backend.describe().get("warning"),
+                            SYNTHETIC_WARNING if weights.synthetic is not None else None) if w]
+    if warnings:
+        out["warning"] = "; ".join(warnings)
     return out
 
 

@@ -17,7 +17,6 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .demo import DEMO_DIR, load_demo_request
@@ -52,6 +51,8 @@ class Engine:
         self.warmup_ms: list[float] = []
         self.golden: dict | None = None
         self.backend_choice = ""
+        self.fidelity_skipped: str | None = None
+        self.golden_source = ""
         self.boot_s = 0.0
         self.ready = False
 
@@ -83,13 +84,17 @@ class Engine:
 
     def _open_backend(self):
         c = self.config
-        backend = c.backend
-        if backend in ("auto", "ttnn"):
-            present = any(Path("/dev").glob("tenstorrent*"))
-            if backend == "ttnn":
-                raise BootError("GR00T_BACKEND=ttnn: the TT-NN backend is not part of this build yet"
-                                + ("" if present else " (and no Tenstorrent device is present under /dev/tenstorrent)"))
-            self.backend_choice = ("auto: a Tenstorrent device is present but this build has no TT-NN backend yet; "
+        if c.tt_mock and c.backend != "ttnn":
+            raise BootError("GR00T_TT_MOCK=1 is the TT-NN test mode: it needs GR00T_BACKEND=ttnn")
+        if c.backend in ("auto", "ttnn"):
+            from models.experimental.gr00t.tt.runner import device_present  # noqa: PLC0415 - imports no ttnn
+
+            present = device_present()
+            if c.backend == "ttnn":
+                return self._open_ttnn("GR00T_TT_MOCK=1 (test mode)" if c.tt_mock else "GR00T_BACKEND=ttnn")
+            if present and c.version == "n15":
+                return self._open_ttnn("auto: a Tenstorrent device is present")
+            self.backend_choice = ("auto: a Tenstorrent device is present but the TT-NN port serves N1.5 only; "
                                    if present else "auto: no Tenstorrent device; ")
         from gr00t_p150.backends.torch_backend import TorchBackend, pick_torch_device  # noqa: PLC0415
 
@@ -108,6 +113,30 @@ class Engine:
         log.info("Model loaded and pipeline ready (%.1f s)", time.perf_counter() - t)
         return backend
 
+    def _open_ttnn(self, reason: str):
+        c = self.config
+        from gr00t_p150.backends.ttnn_backend import TTNNBackend, TTNNBackendError, prepare_runtime  # noqa: PLC0415
+
+        self.backend_choice = f"ttnn ({reason})"
+        try:
+            prepare_runtime(c.tt_mock, c.cache_dir)
+        except TTNNBackendError as exc:
+            raise BootError(str(exc)) from None
+        log.info("Loading weights: %s from %s into the TT-NN cache %s", self.weights.source, self.weights.path, c.tt_cache)
+        t = time.perf_counter()
+        weights_id = f"{self.weights.source}-{self.weights.revision or 'local'}-{self.weights.fingerprint[:24]}"
+        try:
+            backend = TTNNBackend(self.weights.path, c.version, c.layout, mesh_shape=c.mesh_shape, cache_root=c.tt_cache,
+                                  weights_id=weights_id, dtype_policy=c.tt_policy, trace_layout=c.tt_trace_layout,
+                                  mock=c.tt_mock, warmup_request=load_demo_request(c.version), reason=self.backend_choice,
+                                  log=log.info)
+        except TTNNBackendError as exc:
+            raise BootError(str(exc)) from None
+        except Exception as exc:  # a device or conversion failure: one line, the cause named
+            raise BootError(f"TT-NN backend failed to start: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        log.info("Model loaded and pipeline ready (%.1f s)", time.perf_counter() - t)
+        return backend
+
     def _warm_up_and_gate(self) -> None:
         c = self.config
         from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
@@ -121,6 +150,11 @@ class Engine:
             self.warmup_ms.append((time.perf_counter() - t) * 1e3)
             log.info("Warming up: %d/%d, %.1f ms", i + 1, c.warmup_runs, self.warmup_ms[-1])
         self.golden, source = self._golden(obs, request, results[0])
+        self.golden_source = source
+        if getattr(self.backend, "mock", False):
+            self.fidelity_skipped = "not applicable: the mock P150 validates ops but computes nothing"
+            log.warning("Fidelity gate skipped (%s): MOCK test mode, responses are not a policy", self.fidelity_skipped)
+            return
         self.fidelity = self._gate(results, self.golden, source)
         f = self.fidelity
         log.info("Fidelity gate: PCC %.6f vs %s golden (min %.4f), deterministic=%s -> %s", f.pcc, f.golden_source,
@@ -197,7 +231,7 @@ class Engine:
             "backend": {**(self.backend.describe() if self.backend else {}), "selection": self.backend_choice},
             "warmup": {"runs": len(self.warmup_ms), "median_ms": statistics.median(self.warmup_ms) if self.warmup_ms else None,
                        "all_ms": [round(x, 2) for x in self.warmup_ms]},
-            "fidelity": None if f is None else {"pcc": f.pcc, "pcc_min": f.pcc_min, "per_group": f.per_group,
+            "fidelity": {"skipped": self.fidelity_skipped} if self.fidelity_skipped else None if f is None else {"pcc": f.pcc, "pcc_min": f.pcc_min, "per_group": f.per_group,
                                                 "golden": f.golden_source, "deterministic": f.deterministic,
                                                 "passed": f.passed, "compared": "normalised action chunk, valid dims"},
             "boot_s": round(self.boot_s, 2),

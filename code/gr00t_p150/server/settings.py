@@ -20,6 +20,9 @@ DEFAULT_EMBODIMENT = {"n15": "gr1", "n17": "oxe_droid_relative_eef_relative_join
 HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B", "n17": "nvidia/GR00T-N1.7-3B"}
 HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e", "n17": "2fc962b973bccdd5d8ce4f67cc63b264d6886495"}
 BACKENDS = ("auto", "torch", "ttnn")
+# TT-NN precision policy and trace layout (tt/policy.py; duplicated as strings, a test keeps them equal).
+TT_POLICIES = ("mixed_dit", "bf16")
+TT_TRACE_LAYOUTS = ("per_stage",)
 TORCH_DEVICES = ("auto", "cpu", "cuda")
 TORCH_DTYPES = ("float32",)  # bf16 (CUDA) arrives with the fast-path issue
 
@@ -48,6 +51,10 @@ class ServerConfig:
     torch_device: str
     torch_dtype: str
     mesh_shape: tuple[int, int]
+    tt_policy: str  # GR00T_POLICY
+    tt_trace_layout: str  # GR00T_TRACE_LAYOUT
+    tt_cache: Path  # GR00T_TT_CACHE: device-layout weight cache
+    tt_mock: bool  # GR00T_TT_MOCK=1: test mode on a mock P150 (ops validated, nothing computed)
     warmup_runs: int
     warmup_pcc_min: float
     golden: Path | None  # explicit golden file for the fidelity gate (tests, audits)
@@ -58,6 +65,7 @@ class ServerConfig:
         d = asdict(self)
         d["golden"] = str(self.golden) if self.golden else None
         d["cache_dir"] = str(self.cache_dir)
+        d["tt_cache"] = str(self.tt_cache)
         return d
 
 
@@ -121,6 +129,10 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
         torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "float32", TORCH_DTYPES),
         mesh_shape=parse_mesh_shape(env.get("TT_MESH_SHAPE", "1x1")),
+        tt_policy=_choice(env, "GR00T_POLICY", "mixed_dit", TT_POLICIES),
+        tt_trace_layout=_choice(env, "GR00T_TRACE_LAYOUT", "per_stage", TT_TRACE_LAYOUTS),
+        tt_cache=Path(env.get("GR00T_TT_CACHE") or cache / "tt"),
+        tt_mock=_choice(env, "GR00T_TT_MOCK", "0", ("0", "1")) == "1",
         warmup_runs=_int(env, "GR00T_WARMUP_RUNS", 3, 1, 1000),
         warmup_pcc_min=pcc_min,
         golden=Path(golden) if golden else None,

@@ -77,8 +77,10 @@ def test_gate_accepts_a_correct_explicit_golden(tmp_path, server_config, demo):
 
 
 def test_ttnn_backend_refuses_to_boot_with_a_clear_reason(server_config):
-    with pytest.raises(BootError, match="GR00T_BACKEND=ttnn"):
+    with pytest.raises(BootError, match="GR00T_BACKEND=ttnn: no Tenstorrent device"):
         _boot(with_config(server_config, backend="ttnn"))
+    with pytest.raises(BootError, match="GR00T_TT_MOCK=1 is the TT-NN test mode"):
+        _boot(with_config(server_config, tt_mock=True))
 
 
 def test_hub_weights_missing_offline_say_what_to_do(tmp_path, server_config, monkeypatch):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 
 def test_importing_the_app_has_no_side_effects():
@@ -24,6 +25,18 @@ def test_pins_match_the_port(server_config):
     assert settings.HF_REPOS == configs.HF_REPOS
     assert settings.HF_SNAPSHOT_SHAS == configs.HF_SNAPSHOT_SHAS
     assert settings.HF_SNAPSHOT_SHAS["n15"] == server_config.weights_revision
+
+
+def test_tt_settings_match_the_port_and_bad_values_name_the_variable():
+    from gr00t_p150.server import settings
+    from models.experimental.gr00t.tt import policy
+
+    assert settings.TT_POLICIES == policy.DTYPE_POLICIES and settings.TT_TRACE_LAYOUTS == policy.TRACE_LAYOUTS
+    c = settings.load_config({"GR00T_VERSION": "n15", "GR00T_CACHE": "/x"})
+    assert (c.tt_policy, c.tt_trace_layout, str(c.tt_cache), c.tt_mock) == ("mixed_dit", "per_stage", "/x/tt", False)
+    for name, value in (("GR00T_POLICY", "fp8"), ("GR00T_TRACE_LAYOUT", "one"), ("GR00T_TT_MOCK", "yes")):
+        with pytest.raises(settings.SettingError, match=name):
+            settings.load_config({"GR00T_VERSION": "n15", name: value})
 
 
 def test_demo_response_has_every_published_field(client, demo, request_body):

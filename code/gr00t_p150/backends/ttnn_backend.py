@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TT-NN backend: GR00T N1.5 GR1 on a Tenstorrent p150a, replaying four Metal traces per request.
+
+Boot: convert the checkpoint into the device-layout cache (once), open the device, upload, write the
+demo inputs, compile with one untraced pass and capture the vision / llm / adapter / denoise traces.
+A request: host chain (as the reference) → inputs checked against the captured shapes → written into
+the persistent buffers → four replays → readback → un-normalise.
+
+``mock=True`` (``GR00T_TT_MOCK=1``) is a test mode: the mock P150 of ``tt/mock_runtime.py`` validates
+every op of the untraced model but computes nothing, so the actions are not a policy; the response
+and /info say so. Trace capture is impossible on a mock, so the mock mode runs the stages untraced.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .base import BackendResult
+
+MOCK_WARNING = ("MOCK DEVICE: the TT-NN ops ran on a mock P150 that validates them but computes nothing; "
+                "these actions are not a policy")
+
+
+class TTNNBackendError(RuntimeError):
+    """The TT-NN backend cannot start here; the message says why in one line."""
+
+
+def mock_root(cache_dir: Path) -> Path:
+    return cache_dir / "tt-mock-runtime"
+
+
+def prepare_runtime(mock: bool, cache_dir: Path) -> None:
+    """Check that ttnn can reach a device (or set up the mock) before ``ttnn`` is first imported."""
+    from models.experimental.gr00t.tt.runner import device_present  # noqa: PLC0415 - no ttnn import
+
+    if mock:
+        import sys  # noqa: PLC0415
+
+        from models.experimental.gr00t.tt.mock_runtime import MockRuntimeError, build_mock_runtime, mock_env  # noqa: PLC0415
+
+        if "ttnn" in sys.modules and not os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
+            raise TTNNBackendError("GR00T_TT_MOCK=1 but ttnn was already imported for real hardware in this process")
+        if not os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
+            try:
+                root = build_mock_runtime(mock_root(cache_dir))
+            except MockRuntimeError as exc:
+                raise TTNNBackendError(f"GR00T_TT_MOCK=1: {exc}") from None
+            os.environ.update(mock_env(root))
+        os.environ.setdefault("TT_LOGGER_LEVEL", "error")
+        return
+    if not device_present():
+        raise TTNNBackendError("GR00T_BACKEND=ttnn: no Tenstorrent device (no /dev/tenstorrent* node); install the "
+                               "card and its driver, or use GR00T_BACKEND=torch (GR00T_TT_MOCK=1 is a test mode only)")
+
+
+class TTNNBackend:
+    name = "ttnn"
+
+    def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
+                 weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,
+                 reason: str, log: Callable[[str], None]):
+        if version != "n15":
+            raise TTNNBackendError(f"GR00T_VERSION={version}: the TT-NN port serves N1.5 (GR1) only; "
+                                   "use GR00T_BACKEND=torch for N1.7")
+        from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
+        from models.experimental.gr00t.tt.policy import TTPolicy  # noqa: PLC0415
+        from models.experimental.gr00t.tt.runner import TTGr00tPolicy, open_model_device  # noqa: PLC0415
+
+        self.mock, self.reason = mock, reason
+        self.policy_settings = TTPolicy(dtype_policy=dtype_policy, trace_layout=trace_layout)
+        t0 = time.perf_counter()
+        log(f"Opening device: ttnn {'MOCK P150 (test mode)' if mock else 'p150a'}, mesh {mesh_shape[0]}x{mesh_shape[1]}, "
+            f"policy {dtype_policy}")
+        self.device = open_model_device(mesh_shape)
+        log(f"Opened {'a MOCK P150' if mock else 'the p150a'} as a {mesh_shape[0]}x{mesh_shape[1]} mesh "
+            f"({time.perf_counter() - t0:.1f} s)")
+        self.policy = TTGr00tPolicy.build(checkpoint, self.device, cache_root=cache_root, weights_id=weights_id,
+                                          policy=self.policy_settings, layout=layout, traced=not mock, log=log)
+        inputs = self.policy.prepare(parse_observation(warmup_request, self.policy.layout),
+                                     noise=warmup_request.get("noise"))
+        model = self.policy.model
+        model.write_inputs(model.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise))
+        t0 = time.perf_counter()
+        if mock:
+            model.forward()
+            log(f"Compiled the untraced model on the mock P150 ({time.perf_counter() - t0:.1f} s; traces need a card)")
+        else:
+            self.policy.runner.capture()
+            log(f"Compiled and captured {len(self.policy.runner.traces)} traces ({time.perf_counter() - t0:.1f} s)")
+        self.programs = self.device.num_program_cache_entries()
+
+    @property
+    def action_shape(self) -> tuple[int, int]:
+        h = self.policy.config.action_head
+        return h.action_horizon, h.action_dim
+
+    is_reference = False
+
+    def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> BackendResult:
+        from models.experimental.gr00t.reference.torch_policy import Stopwatch  # noqa: PLC0415
+
+        t0 = time.perf_counter()
+        inputs = self.policy.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype)
+        encode = (time.perf_counter() - t0) * 1e3
+        clock = Stopwatch()
+        action_pred = self.policy.infer(inputs, clock)  # validated against the captured shapes before any write
+        device_ms = sum(v for k, v in clock.ms.items() if k != "host_inputs")
+        t1 = time.perf_counter()
+        chunk, actions = self.policy.finish(action_pred)
+        timing = {"encode": encode + clock.ms.get("host_inputs", 0.0), "device": device_ms,
+                  "decode_actions": (time.perf_counter() - t1) * 1e3,
+                  **{f"device.{k}": v for k, v in clock.ms.items() if k != "host_inputs"}}
+        return BackendResult(chunk, actions, int(inputs.input_ids.shape[1]), inputs.prompt_tokens,
+                             inputs.noise_source, inputs.seed, timing)
+
+    def describe(self) -> dict:
+        return {"name": "ttnn", "device": "mock-p150" if self.mock else "p150a", "dtype": self.policy_settings.dtype_policy,
+                "policy": self.policy_settings.to_dict(), "traced": not self.mock, "mock": self.mock,
+                "seq_len_padded": self.policy.model.shapes.seq_len, "programs": self.programs, "reason": self.reason,
+                **({"warning": MOCK_WARNING} if self.mock else {})}

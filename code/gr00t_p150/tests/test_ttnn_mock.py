@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The TT-NN backend behind the real server, in its test mode on a mock P150 (``GR00T_BACKEND=ttnn
+GR00T_TT_MOCK=1``): the server boots, converts the weights into the TT cache, compiles the whole
+model on the mock device, and a /predict request travels the full path — validation, host chain,
+static-shape check, device buffers, the four stages, readback, un-normalisation — with the response
+flagged as mock. Without a device and without the test mode the backend refuses to boot."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .test_process import CODE, free_port, post, start
+
+pytestmark = pytest.mark.mock
+
+
+@pytest.fixture(scope="module")
+def mock_server(server_env, tmp_path_factory):
+    if shutil.which("riscv64-unknown-elf-ld") is None:
+        pytest.fail("the mock P150 needs binutils-riscv64-unknown-elf (.ci/run installs it)")
+    env = {**server_env, "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1",
+           "GR00T_CACHE": str(tmp_path_factory.mktemp("ttnn-cache"))}
+    port, log = free_port(), tmp_path_factory.mktemp("uvicorn-ttnn") / "server.log"
+    proc = start(env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited early:\n{log.read_text()[-4000:]}")
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail(f"server not ready:\n{log.read_text()[-4000:]}")
+    yield url, log
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+def test_boot_converts_compiles_and_says_it_is_a_mock(mock_server):
+    url, log = mock_server
+    text = log.read_text()
+    for phrase in ("Loading weights", "TT weight cache written", "Opening device: ttnn MOCK P150", "Warming up",
+                   "Fidelity gate skipped", "Application startup complete"):
+        assert phrase in text, phrase
+    info = get(url + "/info")
+    backend = info["backend"]
+    assert backend["name"] == "ttnn" and backend["mock"] is True and backend["device"] == "mock-p150"
+    assert backend["policy"] == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage"}
+    assert backend["traced"] is False and backend["programs"] > 50 and backend["seq_len_padded"] == 384
+    assert "MOCK DEVICE" in backend["warning"] and info["fidelity"] == {"skipped": info["fidelity"]["skipped"]}
+
+
+def test_a_request_travels_the_whole_tt_path_and_is_flagged(mock_server):
+    url, _ = mock_server
+    demo = get(url + "/demo")
+    out = post(url + "/predict", {**demo["request"], "return_normalized": True})
+    assert out["backend"] == {"name": "ttnn", "device": "mock-p150", "dtype": "mixed_dit", "mock": True}
+    assert out["warning"].startswith("MOCK DEVICE") and "SYNTHETIC" in out["warning"]
+    assert out["seq_len"] == 296 and set(out["actions"]) == {"left_arm", "right_arm", "left_hand", "right_hand"}
+    # the mock computes nothing: the normalised chunk is exactly zero, and the server does not hide it
+    assert all(v == 0.0 for row in out["action_pred_normalized"] for v in row)
+    assert out["timing_ms"]["device"] > 0
+
+
+def test_malformed_input_is_refused_before_the_device(mock_server):
+    url, _ = mock_server
+    demo = get(url + "/demo")
+    body = {**demo["request"], "instruction": "x " * 400}
+    with pytest.raises(urllib.error.HTTPError) as err:
+        post(url + "/predict", body)
+    assert err.value.code == 400 and json.loads(err.value.read())["error"]["field"] == "instruction"
+
+
+def test_without_a_device_the_ttnn_backend_names_the_cause(server_env, tmp_path):
+    if any(Path("/dev").glob("tenstorrent*")):
+        pytest.skip("a Tenstorrent device is present: the no-device refusal cannot be observed here")
+    env = {**server_env, "GR00T_BACKEND": "ttnn", "GR00T_CACHE": str(tmp_path)}
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GR00T_", "TT_"))}
+    proc = subprocess.run([sys.executable, "-c", "from gr00t_p150.server.engine import Engine, BootError\n"
+                           "from gr00t_p150.server.settings import load_config\n"
+                           "try:\n    Engine(load_config())._boot()\nexcept BootError as e:\n    print('BootError:', e)"],
+                          env={**inherited, **env, "PYTHONPATH": str(CODE)}, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("BootError:")]
+    assert len(lines) == 1 and "no Tenstorrent device" in lines[0], proc.stdout + proc.stderr
