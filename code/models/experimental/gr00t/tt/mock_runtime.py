@@ -116,6 +116,15 @@ def build_mock_runtime(root: str | Path) -> Path:
     return root
 
 
+def cluster_description_env(directory: str | Path) -> dict[str, str]:
+    """Just the mock cluster description: enough for host-side tilising and bfloat8_b conversion (no
+    device, no RISC-V tools needed). Use before the first ``import ttnn``."""
+    path = Path(directory) / "blackhole_P150.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CLUSTER_DESC)
+    return {"TT_METAL_MOCK_CLUSTER_DESC_PATH": str(path)}
+
+
 def mock_env(root: str | Path) -> dict[str, str]:
     """Environment that points ttnn at the mock runtime (note: TT_METAL_CACHE must end in '/')."""
     root = Path(root)

@@ -89,6 +89,7 @@ class TTRunner:
             getattr(self.model, stage)()
             ttnn.end_trace_capture(self.model.device, trace_id, cq_id=0)
             self.traces[stage] = trace_id
+        self.model.frozen = True
         ttnn.synchronize_device(self.model.device)
 
     def run(self, host_inputs: dict, clock: Stopwatch | None = None) -> torch.Tensor:
@@ -98,6 +99,8 @@ class TTRunner:
         from .ttnn_gr00t import STAGES  # noqa: PLC0415
 
         m = self.model
+        if self.traced and len(self.traces) != len(STAGES):
+            raise RuntimeError("traced runner without captured traces: call capture() at warm-up first")
         m.write_inputs(host_inputs)
         if clock:
             ttnn.synchronize_device(m.device)

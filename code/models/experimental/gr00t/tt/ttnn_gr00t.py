@@ -74,6 +74,9 @@ class Gr00tTT:
                                                              self.device, ttnn.DRAM_MEMORY_CONFIG)
                        for name, (shape, dtype, lay) in shapes.buffers().items()}
         self.outputs: dict[str, object] = {}
+        # Once traces are captured, their replays write into the stage outputs above; an untraced stage call
+        # would replace (and free) those tensors under the traces, so it is refused from then on.
+        self.frozen = False
 
     # ---- host side ---------------------------------------------------------------------------------
     def host_inputs(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, state: torch.Tensor,
@@ -114,20 +117,28 @@ class Gr00tTT:
             ttnn.copy_host_to_device_tensor(tensor, self.inputs[name])
 
     # ---- the four stages ---------------------------------------------------------------------------
+    def _check_unfrozen(self) -> None:
+        if self.frozen:
+            raise RuntimeError("this model has captured traces: run it through its traced TTRunner only")
+
     def vision(self, taps: dict | None = None) -> None:
+        self._check_unfrozen()
         self.outputs["vit_embeds"] = self.eagle.vit_embeds(self.inputs["patches"], taps)
 
     def llm(self, taps: dict | None = None) -> None:
+        self._check_unfrozen()
         self.outputs["backbone_features"] = self.eagle.backbone_features(self.inputs["input_ids"],
                                                                          self.outputs["vit_embeds"])
 
     def adapter(self, taps: dict | None = None) -> None:
+        self._check_unfrozen()
         vl = self.head.condition(self.outputs["backbone_features"], self.inputs["vl_mask"])
         self.outputs["vl_embs"] = vl
         self.outputs["cross_kv"] = self.head.dit.cross_kv(vl)
         self.outputs["state_features"] = self.head.state_features(self.inputs["state"])
 
     def denoise(self, taps: dict | None = None) -> None:
+        self._check_unfrozen()
         velocities = [] if taps is not None else None
         o = self.outputs
         o["action_pred"] = self.head.sample(self.inputs["noise"], o["state_features"], o["cross_kv"],

@@ -128,5 +128,22 @@ def test_the_untraced_runner_times_every_stage(tt_policy, demo_inputs):
     assert list(clock.ms) == ["host_inputs", "upload", "vision", "llm", "adapter", "denoise", "readback"]
 
 
+def test_replays_cannot_be_corrupted_by_untraced_calls(tt_policy, demo_inputs):
+    """A traced runner refuses to run before capture; a captured model refuses untraced stage calls
+    (they would free the tensors its traces write into). Capture itself needs a card (see below)."""
+    from models.experimental.gr00t.tt.runner import TTRunner
+
+    m = tt_policy.model
+    host = m.host_inputs(demo_inputs.pixel_values, demo_inputs.input_ids, demo_inputs.state, demo_inputs.noise)
+    with pytest.raises(RuntimeError, match="capture"):
+        TTRunner(m, traced=True).run(host)
+    m.frozen = True
+    try:
+        with pytest.raises(RuntimeError, match="captured traces"):
+            m.forward()
+    finally:
+        m.frozen = False
+
+
 def test_trace_capture_needs_a_real_device(tt_policy):
     pytest.skip("trace capture segfaults on the mock P150 (ttnn 0.81.1); tests/pcc/test_traces.py covers it on a p150a")
