@@ -47,6 +47,11 @@ demo: $(STAMP)
 serve: $(STAMP)
 	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn gr00t_p150.server.app:app --host 0.0.0.0 --port $(PORT)
 
+# Host estimate of the TT-NN port's accuracy (not a device measurement): golden-op execution with
+# device-rounded weights and bf16 activations vs the fp32 reference, full-size synthetic N1.5 (~11 GB RAM).
+estimate-tt-accuracy: $(STAMP)
+	$(PY) code/scripts/estimate_tt_accuracy.py --json benchmarks/results/tt_accuracy_estimate_n15_full.json
+
 bench-reference: $(STAMP)
 	$(PY) code/scripts/bench_reference.py --version $(GR00T_VERSION)
 
