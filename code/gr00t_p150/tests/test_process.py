@@ -38,24 +38,28 @@ def post(url: str, body: dict) -> dict:
         return json.loads(resp.read())
 
 
-@pytest.fixture(scope="module")
-def live_server(server_env, tmp_path_factory):
+def serve(env: dict, log: Path, timeout_s: float = 180):
+    """Start a server process and wait until /health answers: (process, url). Fails with the log's tail."""
     port = free_port()
-    log = tmp_path_factory.mktemp("uvicorn") / "server.log"
-    proc = start(server_env, port, log)
+    proc = start(env, port, log)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
+    deadline = time.time() + timeout_s
     while time.time() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"server exited early:\n{log.read_text()}")
+            pytest.fail(f"server exited early:\n{log.read_text()[-4000:]}")
         try:
             urllib.request.urlopen(url + "/health", timeout=2)
-            break
+            return proc, url
         except OSError:
             time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"server not ready:\n{log.read_text()}")
+    proc.kill()
+    pytest.fail(f"server not ready:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def live_server(server_env, tmp_path_factory):
+    log = tmp_path_factory.mktemp("uvicorn") / "server.log"
+    proc, url = serve(server_env, log)
     yield url, log
     proc.terminate()
     proc.wait(timeout=30)

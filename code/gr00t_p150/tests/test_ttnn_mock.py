@@ -12,14 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from .test_process import CODE, free_port, post, start
+from .test_process import CODE, post, serve
 
 pytestmark = pytest.mark.mock
 
@@ -30,21 +29,8 @@ def mock_server(server_env, tmp_path_factory):
         pytest.fail("the mock P150 needs binutils-riscv64-unknown-elf (.ci/run installs it)")
     env = {**server_env, "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1",
            "GR00T_CACHE": str(tmp_path_factory.mktemp("ttnn-cache"))}
-    port, log = free_port(), tmp_path_factory.mktemp("uvicorn-ttnn") / "server.log"
-    proc = start(env, port, log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited early:\n{log.read_text()[-4000:]}")
-        try:
-            urllib.request.urlopen(url + "/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"server not ready:\n{log.read_text()[-4000:]}")
+    log = tmp_path_factory.mktemp("uvicorn-ttnn") / "server.log"
+    proc, url = serve(env, log, timeout_s=300)
     yield url, log
     proc.terminate()
     proc.wait(timeout=30)

@@ -17,7 +17,7 @@ import pytest
 from models.experimental.gr00t.common.configs import Gr00tN15Config
 from models.experimental.gr00t.common.observation import parse_observation
 
-from .tt_expect import count_calls, expected_attention_calls, expected_norm_calls
+from .tt_expect import captured_forward, count_calls, expected_attention_calls, expected_norm_calls
 
 pytestmark = [pytest.mark.mock, pytest.mark.slow]
 
@@ -58,12 +58,7 @@ def test_full_size_model_runs_through_every_tt_module(full_policy, mock_device):
     inputs = policy.prepare(parse_observation(request, policy.layout), noise=request["noise"])
     m = policy.model
     m.write_inputs(m.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise))
-    before = mock_device.num_program_cache_entries()
-    taps = {}
-    ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-    m.forward(taps)
-    calls = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
-    programs = mock_device.num_program_cache_entries() - before
+    taps, calls, programs = captured_forward(m, mock_device)
     print(f"full-size forward on the mock P150: {len(calls)} calls, {programs} programs built")
     assert programs > 50
     assert count_calls(calls, "transformer.scaled_dot_product_attention") == expected_attention_calls(policy.config) == 27 + 12 + 4 + 16 * 4

@@ -12,7 +12,7 @@ import torch
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.observation import parse_observation
 
-from .tt_expect import count_calls, expected_attention_calls, expected_norm_calls
+from .tt_expect import captured_forward, count_calls, expected_attention_calls, expected_norm_calls
 
 pytestmark = pytest.mark.mock
 
@@ -36,16 +36,9 @@ def demo_inputs(tt_policy):
 @pytest.fixture(scope="module")
 def traced_forward(tt_policy, demo_inputs, mock_device):
     """One untraced forward under ttnn's graph capture: (taps, calltrace, program-cache growth)."""
-    import ttnn
-
     m = tt_policy.model
     m.write_inputs(m.host_inputs(demo_inputs.pixel_values, demo_inputs.input_ids, demo_inputs.state, demo_inputs.noise))
-    before = mock_device.num_program_cache_entries()
-    taps = {}
-    ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-    m.forward(taps)
-    captured = ttnn.graph.end_graph_capture()
-    return taps, ttnn.graph.extract_calltrace(captured), mock_device.num_program_cache_entries() - before
+    return captured_forward(m, mock_device)
 
 
 def test_the_op_graph_has_every_layer_of_the_config(traced_forward, tt_policy):

@@ -29,3 +29,16 @@ def expected_norm_calls(config: Gr00tN15Config) -> Counter:
 def count_calls(calltrace: list[str], op: str) -> int:
     """Top-level calls of ``ttnn.<op>`` in a graph-capture calltrace."""
     return sum(1 for name in calltrace if name == f"ttnn.{op}")
+
+
+def captured_forward(model, device) -> tuple[dict, list[str], int]:
+    """One untraced forward over the model's current inputs under ttnn's graph capture:
+    (taps, calltrace, programs newly built)."""
+    import ttnn
+
+    before = device.num_program_cache_entries()
+    taps: dict = {}
+    ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+    model.forward(taps)
+    calls = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
+    return taps, calls, device.num_program_cache_entries() - before
