@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..common.checkpoint import LazyCheckpoint
 from ..common.configs import Gr00tN15Config
 from ..common.errors import ConfigError
 from ..common.layouts import Layout, get_layout
@@ -152,7 +151,6 @@ class TTGr00tPolicy:
         weights = upload(device, load_cached(info))
         log(f"TT weights on the device: {info.tensors} tensors, {info.nbytes / 1e9:.2f} GB in "
             f"{time.perf_counter() - t0:.1f} s")
-        LazyCheckpoint(checkpoint_dir)  # the snapshot stays readable (the cache was keyed by its id)
         offset = image_offset(config, lay)
         model = Gr00tTT(weights, config, StaticShapes.gr1(config, offset))
         return cls(config, lay, stats, model, TTRunner(model, traced))
