@@ -22,6 +22,8 @@ from models.experimental.gr00t.tests.device_fixtures import build_policy, observ
 GATES = {"vit_block_first": 0.9999, "vision_features": 0.993, "backbone_features": 0.995, "vl_embs": 0.991,
          "action_pred": 0.9999}
 SPREAD_MIN = 0.2
+# Reported for every module boundary without a published gate: projector, each DiT evaluation, state token.
+REPORTED = ("vit_embeds", "state_features", "velocity_0", "velocity_1", "velocity_2", "velocity_3")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def test_every_stage_meets_its_gate(p150, device_checkpoint, tt_cache_root, refe
     m.forward(taps)
     seq = inputs.input_ids.shape[1]
     report = {}
-    for name, gate in GATES.items():
+    for name, gate in (*GATES.items(), *((n, None) for n in REPORTED)):
         got = ttnn.to_torch(taps[name]).float()
         if name in ("backbone_features", "vl_embs"):
             got = got[:, :seq]
@@ -64,6 +66,6 @@ def test_every_stage_meets_its_gate(p150, device_checkpoint, tt_cache_root, refe
     with open(out, "w") as f:
         json.dump({"stages": report, "groups": groups}, f, indent=1)
     print(json.dumps({"stages": report, "groups": groups}, indent=1))
-    failed = {k: r for k, r in report.items() if not r["pcc"] >= r["gate"]}
+    failed = {k: r for k, r in report.items() if r["gate"] is not None and not r["pcc"] >= r["gate"]}
     failed.update({k: g for k, g in groups.items() if g["spread"] > SPREAD_MIN and not g["pcc"] >= GATES["action_pred"]})
     assert not failed, failed
