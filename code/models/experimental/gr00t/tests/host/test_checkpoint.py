@@ -115,3 +115,29 @@ def test_missing_shard_and_bad_directory_are_clear(tmp_path, tiny_checkpoint):
     next(broken.glob("model-00001-*.safetensors")).unlink()
     with pytest.raises(CheckpointError, match="model-00001.*missing"):
         LazyCheckpoint(broken)
+
+
+def test_cast_loading_reads_the_same_values_in_any_chunk_size(tmp_path):
+    """Tensors that need a cast are read through a bounded staging buffer, not the shard's mapping."""
+    from models.experimental.gr00t.common.checkpoint import _read_cast
+
+    tensors = {"a": torch.randn(37, 5).to(torch.bfloat16), "b": torch.randn(3).to(torch.float16),
+               "c": torch.randn(4, 4), "d": torch.arange(6, dtype=torch.int64)}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    ckpt = LazyCheckpoint(tmp_path)
+    got = ckpt.load_many(list(tensors), dtype=torch.float32)
+    for name, t in tensors.items():
+        assert got[name].dtype == torch.float32 and torch.equal(got[name], t.float()), name
+    with (tmp_path / "model.safetensors").open("rb") as raw:
+        for chunk in (2, 6, 64, 1 << 20):  # tiny chunks cross element and row boundaries
+            staging = torch.empty(chunk, dtype=torch.uint8)
+            assert torch.equal(_read_cast(raw, ckpt.info("a"), torch.float32, staging), tensors["a"].float())
+
+
+def test_a_truncated_tensor_is_named_when_cast_loading(tmp_path):
+    save_file({"w": torch.randn(64, 64).to(torch.bfloat16)}, str(tmp_path / "model.safetensors"))
+    path = tmp_path / "model.safetensors"
+    ckpt = LazyCheckpoint(tmp_path)
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match="'w' is truncated"):
+        ckpt.load_many(["w"], dtype=torch.float32)
