@@ -34,3 +34,37 @@ def load_reference_policy(directory: str | Path, version: str | None = None, lay
     else:
         from .torch_policy_n17 import ReferencePolicyN17 as cls  # noqa: PLC0415
     return cls.from_checkpoint(directory, layout=layout or DEFAULT_LAYOUT[found], device=device)
+
+
+def fast_policy_from_reference(ref, *, device: str = "cpu", dtype: str = "float32", pad: bool | None = None,
+                               fuse: bool | None = None, graphs: bool | None = None):
+    """The fast path built on ``ref`` (a reference policy loaded fp32 on the CPU, or on ``device``).
+
+    fp32: the fast policy computes with ``ref``'s own tensors, and ``ref`` stays a working golden.
+    bf16 (CUDA): ``ref``'s tensors are cast and moved in place (one copy of the weights), so ``ref``
+    must not be used afterwards. Defaults: CUDA pads, fuses and captures graphs; the CPU does none
+    of it (measured no faster there; see ``fast_policy``)."""
+    import torch  # noqa: PLC0415
+
+    from .fast_cuda import to_mixed_precision  # noqa: PLC0415
+    from .fast_dit import StepTables  # noqa: PLC0415
+    from .fast_policy import FastPolicy  # noqa: PLC0415
+    from .fast_policy_n17 import FastPolicyN17  # noqa: PLC0415
+    from .torch_policy_n17 import ReferencePolicyN17  # noqa: PLC0415
+
+    cls = FastPolicyN17 if isinstance(ref, ReferencePolicyN17) else FastPolicy
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    options = {"pad": cuda if pad is None else pad, "fuse": cuda if fuse is None else fuse,
+               "graphs": cuda if graphs is None else graphs}
+    if dtype == "float32":
+        if ref.device != dev:
+            ref.model.to(dev)
+            ref = type(ref)(ref.model, ref.config, ref.layout, ref.stats, ref.checkpoint_dir, ref.synthetic)
+        return cls.from_reference(ref, **options)
+    if dtype != "bfloat16":
+        raise ValueError(f"dtype {dtype!r}: the fast path runs float32 or bfloat16")
+    tables = StepTables.build(ref.model.action_head)  # from the fp32 weights, before the cast
+    model = to_mixed_precision(ref.model, dev, torch.bfloat16)
+    return cls(model, ref.config, ref.layout, ref.stats, ref.checkpoint_dir, ref.synthetic,
+               tables=tables.to(dev), **options)

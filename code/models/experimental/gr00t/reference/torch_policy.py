@@ -79,6 +79,11 @@ class Stopwatch:
         self.ms[name] = self.ms.get(name, 0.0) + (now - self._t) * 1e3
         self._t = now
 
+    def add(self, name: str, ms: float) -> None:
+        """Record a lap measured elsewhere (CUDA events around a graph replay) and restart the clock."""
+        self.ms[name] = self.ms.get(name, 0.0) + ms
+        self._t = time.perf_counter()
+
 
 class ReferencePolicy:
     def __init__(self, model: Gr00tN15, config: Gr00tN15Config, layout: Layout, stats: ActionStats,

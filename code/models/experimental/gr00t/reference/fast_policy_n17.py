@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fast path of the GR00T N1.7 (DROID) policy, on the reference's own tensors (see ``fast_policy``
+for what is hoisted, fused and padded, and why).
+
+N1.7 specifics: the vision tower's interpolated position embeddings and 2-D RoPE tables depend only
+on the image grids, so they are built once per grid (the reference rebuilds them per request); the
+image tokens are placed and the DeepStack features added by index (no boolean-mask indexing, so
+the LLM stage can be captured); M-RoPE positions stay host-side (``rope_index``) and are copied in
+per request. The AlternateVLDiT's text-only and image-only cross blocks project K/V for their own
+rows only, instead of all rows under a mask. Static length (``pad``): the prompt without its
+instruction plus the 51-token instruction limit, rounded up to 16.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from .fast_dit import StepTables
+from .fast_policy import FastInfer, padded_length, qwen3_layer
+from .torch_policy import PreparedInputs
+from .torch_policy_n17 import ReferencePolicyN17
+from .torch_qwen3vl import mrope_cos_sin, rope_index, vision_position_embedding, vision_rope_cos_sin
+
+
+class FastPolicyN17(FastInfer, ReferencePolicyN17):
+    """N1.7 DROID fast path; ``prepare`` / ``finish`` / ``get_action`` are the reference's."""
+
+    def __init__(self, model, config, layout, stats, checkpoint_dir, synthetic, *, pad: bool = False,
+                 fuse: bool = False, graphs: bool = False, tables: StepTables | None = None):
+        super().__init__(model, config, layout, stats, checkpoint_dir, synthetic)
+        self._init_fast(pad=pad, fuse=fuse, graphs=graphs, tables=tables)
+
+    @property
+    def qwen(self):
+        return self.model.backbone.model.model  # Qwen3VLModel
+
+    def fuse(self) -> None:
+        """The vision tower's QKV is one Linear in the checkpoint already; fuse the LLM's and the head's."""
+        for layer in self.qwen.language_model.layers:
+            a, m = layer.self_attn, layer.mlp
+            self.fz.fuse([a.q_proj, a.k_proj, a.v_proj])
+            self.fz.fuse([m.gate_proj, m.up_proj])
+        self.fast_head.fuse()
+        self.fused = True
+
+    def _signature(self, inputs: PreparedInputs) -> tuple:
+        s = inputs.input_ids.shape[1]
+        length = padded_length(s, inputs.prompt_tokens, self.layout.max_text_tokens) if self.pad else s
+        grids = tuple(tuple(int(v) for v in g) for g in inputs.image_grid_thw.tolist())
+        return (length, grids, tuple(inputs.pixel_values.shape))
+
+    def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> SimpleNamespace:
+        length, grids, pixel_shape = key
+        vc, dev, dt = self.config.backbone.vision, self.device, self.act_dtype
+        visual = self.qwen.visual
+        n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2
+        b = self._new_common(inputs, length, n_image)
+        b.grids = [list(g) for g in grids]
+        b.pixel_values = torch.empty(pixel_shape, dtype=torch.float32, device=dev)  # patch_embed casts, as in the reference
+        with torch.inference_mode():
+            b.pos_embeds = vision_position_embedding(visual.pos_embed.weight, b.grids, vc.spatial_merge_size).to(dt)
+            b.vcos, b.vsin = vision_rope_cos_sin(b.grids, vc.head_dim, vc.spatial_merge_size, dev)
+        b.seq_lens = [h * w for t, h, w in grids for _ in range(t)]
+        hd = self.config.backbone.text.head_dim
+        b.cos = torch.empty(1, 1, length, hd, dtype=dt, device=dev)
+        b.sin = torch.empty(1, 1, length, hd, dtype=dt, device=dev)
+        b.text_idx = torch.empty(length - n_image, dtype=torch.int64, device=dev)
+        b.text_valid = torch.zeros(1, length - n_image, dtype=torch.bool, device=dev) if self.pad else None
+        return b
+
+    def _fill(self, b: SimpleNamespace, inputs: PreparedInputs) -> None:
+        c = self.config.backbone
+        self._fill_common(b, inputs, c.image_token_id)
+        b.pixel_values.copy_(inputs.pixel_values)
+        s, length = b.seq_len, b.input_ids.shape[1]
+        pos = rope_index(inputs.input_ids, inputs.image_grid_thw, c)  # [3, 1, S] host-side
+        if length > s:  # padded rows continue the text positions (they never reach a real row)
+            tail = torch.arange(1, length - s + 1).expand(3, 1, -1) + pos.max()
+            pos = torch.cat([pos, tail], dim=2)
+        cos, sin = mrope_cos_sin(pos.to(self.device), c.text, self.act_dtype)  # [1, L, hd]
+        b.cos.copy_(cos[:, None])
+        b.sin.copy_(sin[:, None])
+        is_image = torch.zeros(length, dtype=torch.bool)
+        is_image[:s] = inputs.input_ids[0] == c.image_token_id
+        text = (~is_image).nonzero().flatten()
+        b.text_idx.copy_(text)
+        if b.text_valid is not None:
+            b.text_valid.copy_((text < s)[None])
+
+    def _stages(self, b: SimpleNamespace) -> list:
+        visual, lm, fh, fz = self.qwen.visual, self.qwen.language_model, self.fast_head, self.fz
+        vc = self.config.backbone.vision
+
+        def vision() -> None:
+            x = visual.patch_embed(b.pixel_values) + b.pos_embeds  # [P, D]
+            deepstack = []
+            for i, block in enumerate(visual.blocks):
+                x = block(x, b.vcos, b.vsin, b.seq_lens)
+                if i in vc.deepstack_visual_indexes:
+                    deepstack.append(visual.deepstack_merger_list[vc.deepstack_visual_indexes.index(i)](x))
+            b.vision_embeds, b.deepstack = visual.merger(x), deepstack  # [N_tok, D_llm]
+
+        def language() -> None:
+            x = lm.embed_tokens(b.input_ids)
+            x.index_copy_(1, b.image_pos, b.vision_embeds.unsqueeze(0).to(x.dtype))
+            for i, layer in enumerate(lm.layers):
+                x = qwen3_layer(layer, x, b.cos, b.sin, fz)
+                if i < len(b.deepstack):
+                    x = x.index_add(1, b.image_pos, b.deepstack[i].unsqueeze(0).to(x.dtype))
+            b.features = x  # raw output of the last kept layer (no final norm, as the reference)
+
+        def adapter() -> None:
+            b.vl_embs = fh.condition(b.features, b.valid)
+            b.state_features, b.prefix = fh.state_prefix(b.state)
+
+        rows = {"text": (b.text_idx, b.text_valid), "image": (b.image_pos, None)}
+        return [("vision", vision), ("llm", language), ("adapter", adapter), *self._dit_stages(b, rows)]
+
+    def _taps(self, b: SimpleNamespace) -> dict[str, torch.Tensor]:
+        return {"vision_embeds": b.vision_embeds, **self._head_taps(b)}
