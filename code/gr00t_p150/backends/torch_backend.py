@@ -1,8 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PyTorch backend: the fp32 reference policy on the CPU (the golden) or on a CUDA device."""
+"""PyTorch backend: the fp32 reference policy (the golden) or the fast path, on the CPU or a CUDA device.
+
+``GR00T_TORCH_PATH`` picks the path: ``fast`` (``reference/fast_policy*.py``: hoisted step-invariant
+work; on CUDA also static shapes, fused projections and per-stage CUDA graphs), ``reference``, or
+``auto`` = fast on CUDA, reference on the CPU. ``GR00T_TORCH_DTYPE=bfloat16`` is the CUDA fast path's
+mixed precision; fp32 runs anywhere. The fp32 fast path shares the reference's parameter tensors, so
+the reference stays available (``reference_policy``) without a second copy of the weights.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -22,16 +30,42 @@ def pick_torch_device(requested: str) -> tuple[str, str]:
     return "cpu", "auto: no CUDA device"
 
 
+def resolve_torch_path(requested: str, device: str, dtype: str) -> tuple[str, str]:
+    """(path, reason) for GR00T_TORCH_PATH=auto|fast|reference on ``device`` with ``dtype``."""
+    if dtype == "bfloat16" and device != "cuda":
+        raise RuntimeError("GR00T_TORCH_DTYPE=bfloat16 runs on CUDA only (on the CPU use float32)")
+    if requested == "reference" and dtype != "float32":
+        raise RuntimeError("GR00T_TORCH_PATH=reference is the fp32 golden: it needs GR00T_TORCH_DTYPE=float32")
+    if requested != "auto":
+        return requested, f"GR00T_TORCH_PATH={requested}"
+    if device == "cuda" or dtype != "float32":
+        return "fast", "auto: fast path on CUDA"
+    return "reference", "auto: the CPU serves the fp32 reference (the golden)"
+
+
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str):
+    def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str,
+                 path: str | None = None):
         import torch  # noqa: PLC0415
+        from models.experimental.gr00t.reference.policies import (  # noqa: PLC0415
+            fast_policy_from_reference,
+            load_reference_policy,
+        )
 
-        from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
+        from gr00t_p150.server.settings import parse_torch_path  # noqa: PLC0415
 
-        self.device, self.dtype, self.reason = device, dtype, reason
-        self.policy = load_reference_policy(checkpoint, version, layout, device)
+        # The engine passes the configured path; a caller that does not gets the same variable's value.
+        self.path, path_reason = resolve_torch_path(path or parse_torch_path(os.environ), device, dtype)
+        self.device, self.dtype, self.reason = device, dtype, f"{reason}; {path_reason}"
+        ref = load_reference_policy(checkpoint, version, layout, device if dtype == "float32" else "cpu")
+        if self.path == "reference":
+            self.policy = self.reference_policy = ref
+        else:
+            self.policy = fast_policy_from_reference(ref, device=device, dtype=dtype)
+            # fp32: the same tensors, so the golden costs no memory; bf16 consumed ref's tensors
+            self.reference_policy = ref if dtype == "float32" else None
         self.threads = torch.get_num_threads()
 
     @property
@@ -42,7 +76,7 @@ class TorchBackend:
     @property
     def is_reference(self) -> bool:
         """True when this backend is the fp32 CPU golden itself."""
-        return self.device == "cpu" and self.dtype == "float32"
+        return self.device == "cpu" and self.dtype == "float32" and self.path == "reference"
 
     def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> BackendResult:
         from models.experimental.gr00t.reference.torch_policy import Stopwatch  # noqa: PLC0415
@@ -61,5 +95,8 @@ class TorchBackend:
                              inputs.noise_source, inputs.seed, timing)
 
     def describe(self) -> dict:
-        return {"name": "torch", "device": self.device, "dtype": self.dtype, "reason": self.reason,
-                "cpu_threads": self.threads, "is_fp32_reference": self.is_reference}
+        d = {"name": "torch", "device": self.device, "dtype": self.dtype, "path": self.path, "reason": self.reason,
+             "cpu_threads": self.threads, "is_fp32_reference": self.is_reference}
+        if self.path == "fast":
+            d["fast_path"] = self.policy.options()
+        return d

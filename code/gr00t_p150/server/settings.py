@@ -24,7 +24,10 @@ BACKENDS = ("auto", "torch", "ttnn")
 TT_POLICIES = ("mixed_dit", "bf16")
 TT_TRACE_LAYOUTS = ("per_stage",)
 TORCH_DEVICES = ("auto", "cpu", "cuda")
-TORCH_DTYPES = ("float32",)  # bf16 (CUDA) arrives with the fast-path issue
+TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (checked when the device is known)
+# auto: the fast path on CUDA; on the CPU the fp32 reference itself (it is the golden the boot gate
+# compares against, and the fp32 fast path gains little there: see README "Torch fast path").
+TORCH_PATHS = ("auto", "fast", "reference")
 
 
 class SettingError(ValueError):
@@ -39,6 +42,11 @@ def parse_mesh_shape(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def parse_torch_path(env: Mapping[str, str]) -> str:
+    """GR00T_TORCH_PATH (auto | fast | reference); the torch backend resolves auto per device."""
+    return _choice(env, "GR00T_TORCH_PATH", "auto", TORCH_PATHS)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     version: str
@@ -50,6 +58,7 @@ class ServerConfig:
     backend: str
     torch_device: str
     torch_dtype: str
+    torch_path: str
     mesh_shape: tuple[int, int]
     tt_policy: str  # GR00T_POLICY
     tt_trace_layout: str  # GR00T_TRACE_LAYOUT
@@ -128,6 +137,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         backend=_choice(env, "GR00T_BACKEND", "auto", BACKENDS),
         torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
         torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "float32", TORCH_DTYPES),
+        torch_path=parse_torch_path(env),
         mesh_shape=parse_mesh_shape(env.get("TT_MESH_SHAPE", "1x1")),
         tt_policy=_choice(env, "GR00T_POLICY", "mixed_dit", TT_POLICIES),
         tt_trace_layout=_choice(env, "GR00T_TRACE_LAYOUT", "per_stage", TT_TRACE_LAYOUTS),

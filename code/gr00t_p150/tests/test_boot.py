@@ -98,3 +98,33 @@ def test_local_snapshot_gets_a_cached_reference_golden(tmp_path, server_config, 
             info = c.get("/info").json()
             assert info["weights"]["source"] == "local" and info["weights"]["synthetic"] is True
             assert info["fidelity"]["golden"].startswith(expected_source), info["fidelity"]
+
+
+def test_the_fast_path_gets_its_golden_from_the_shared_reference(tmp_path, server_config, client):
+    snapshot = client.app.state.engine.weights.path
+    cfg = with_config(server_config, weights=str(snapshot), cache_dir=tmp_path / "cache", torch_path="fast")
+    with TestClient(create_app(cfg)) as c:
+        info = c.get("/info").json()
+    assert info["backend"]["path"] == "fast"
+    assert "sharing this backend's weights" in info["fidelity"]["golden"] and info["fidelity"]["passed"]
+
+
+def test_gate_checks_every_varying_action_group(tmp_path, server_config, demo):
+    """A group whose golden varies (spread > 0.2) must match at PCC >= 0.9999 even when the normalised chunk
+    as a whole does; a near-constant group's PCC is reported, not gated."""
+    import numpy as np
+
+    good = demo["expected"]
+    ramp = np.linspace(-1.0, 1.0, 16)
+    wrong = {**good["actions"], "left_arm": [[float(v * (j % 2 * 2 - 1))] * 7 for j, v in enumerate(ramp)]}
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps({**good, "actions": wrong}))
+    with pytest.raises(BootError, match="action group 'left_arm' PCC"):
+        _boot(with_config(server_config, golden=path))
+    flat = np.asarray(good["actions"]["right_hand"], dtype=np.float64)
+    near_constant = {**good["actions"], "right_hand": (flat.mean() + 0.01 * np.sign(np.sin(np.arange(flat.size)))
+                                                       .reshape(flat.shape)).tolist()}
+    path.write_text(json.dumps({**good, "actions": near_constant}))
+    with TestClient(create_app(with_config(server_config, golden=path))) as c:
+        f = c.get("/info").json()["fidelity"]
+    assert f["passed"] and f["per_group"]["right_hand"]["gated"] is False and f["per_group"]["right_hand"]["pcc"] < 0.9

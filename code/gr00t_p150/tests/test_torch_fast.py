@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The torch backend's path and dtype settings: GR00T_TORCH_PATH picks the fast path or the fp32
+reference, bf16 is refused off CUDA, and a server on the fast path boots through the fidelity gate
+and answers within 1e-4 of the reference on the tiny checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from gr00t_p150.backends.torch_backend import TorchBackend, resolve_torch_path
+from gr00t_p150.server.app import create_app
+from gr00t_p150.server.settings import SettingError, load_config
+from models.experimental.gr00t.common.quality import FP32_ACTION_ATOL, max_abs_diff
+
+
+def test_torch_path_and_dtype_settings_are_read_and_checked():
+    c = load_config({"GR00T_VERSION": "n15"})
+    assert (c.torch_path, c.torch_dtype) == ("auto", "float32")
+    c = load_config({"GR00T_VERSION": "n15", "GR00T_TORCH_PATH": "fast", "GR00T_TORCH_DTYPE": "bfloat16"})
+    assert (c.torch_path, c.torch_dtype) == ("fast", "bfloat16")
+    with pytest.raises(SettingError, match="GR00T_TORCH_PATH"):
+        load_config({"GR00T_VERSION": "n15", "GR00T_TORCH_PATH": "turbo"})
+    with pytest.raises(SettingError, match="GR00T_TORCH_DTYPE"):
+        load_config({"GR00T_VERSION": "n15", "GR00T_TORCH_DTYPE": "float16"})
+
+
+@pytest.mark.parametrize(
+    "requested, device, dtype, path",
+    [("auto", "cpu", "float32", "reference"), ("auto", "cuda", "float32", "fast"), ("auto", "cuda", "bfloat16", "fast"),
+     ("fast", "cpu", "float32", "fast"), ("reference", "cuda", "float32", "reference")],
+)
+def test_auto_is_the_fast_path_on_cuda_and_the_golden_on_the_cpu(requested, device, dtype, path):
+    assert resolve_torch_path(requested, device, dtype)[0] == path
+
+
+@pytest.mark.parametrize("requested, device, dtype, rule", [("auto", "cpu", "bfloat16", "CUDA only"),
+                                                            ("reference", "cuda", "bfloat16", "fp32 golden")])
+def test_bf16_needs_cuda_and_the_fast_path(requested, device, dtype, rule):
+    with pytest.raises(RuntimeError, match=rule):
+        resolve_torch_path(requested, device, dtype)
+
+
+def test_fast_backend_shares_the_reference_weights_and_matches_it(tiny_checkpoint, gr1_observation):
+    fast = TorchBackend(tiny_checkpoint, "n15", "gr1", "cpu", "float32", "test", path="fast")
+    assert fast.path == "fast" and not fast.is_reference
+    assert fast.reference_policy.model is fast.policy.model  # one copy of the weights
+    assert fast.describe()["fast_path"] == {"padded": False, "fused": False, "cuda_graphs": False, "dtype": "torch.float32"}
+    got = fast.predict(gr1_observation, seed=4)
+    want = fast.reference_policy.get_action(gr1_observation, seed=4)
+    assert max_abs_diff(got.action_pred, want.action_pred) < FP32_ACTION_ATOL
+    assert {f"device.dit_step_{i}" for i in range(4)} <= set(got.timing_ms)
+
+
+def test_a_server_on_the_fast_path_boots_through_the_gate(server_env, monkeypatch):
+    env = {**server_env, "GR00T_TORCH_PATH": "fast"}
+    monkeypatch.setenv("GR00T_TORCH_PATH", "fast")  # for an engine that does not pass the setting through
+    with TestClient(create_app(load_config(env))) as c:
+        info = c.get("/info").json()
+        response = c.post("/predict", json=c.get("/demo").json()["request"])
+    assert info["backend"]["path"] == "fast" and info["backend"]["is_fp32_reference"] is False
+    f = info["fidelity"]
+    assert f["passed"] and f["pcc"] > 0.99999
+    assert max(g["max_abs"] for g in f["per_group"].values()) < 1e-3  # physical units, vs the shipped golden
+    assert response.status_code == 200
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    from models.experimental.gr00t.common.synthetic import write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n15-tiny", scale="tiny", seed=0, log=lambda _: None)
+
+
+@pytest.fixture
+def gr1_observation():
+    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.layouts import GR1
+    from models.experimental.gr00t.common.observation import parse_observation
+
+    return parse_observation(load_demo_request("n15"), GR1)
