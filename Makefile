@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 PORT ?= 20000
 GR00T_VERSION ?= n15
 
-.PHONY: venv test test-tt-full demo serve bench-reference estimate-tt-accuracy clean-venv
+.PHONY: venv test test-tt-full demo serve bench-reference bench-backend estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -54,6 +54,10 @@ estimate-tt-accuracy: $(STAMP)
 
 bench-reference: $(STAMP)
 	$(PY) code/scripts/bench_reference.py --version $(GR00T_VERSION)
+
+# Plain reference vs torch fast path, same process (CPU, full-size synthetic checkpoint).
+bench-backend: $(STAMP)
+	$(PY) code/scripts/bench_backend.py --version $(GR00T_VERSION)
 
 clean-venv:
 	rm -rf $(VENV)
