@@ -65,6 +65,20 @@ def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, acti
     return seeded_noise(seed, horizon, action_dim), "seed", seed
 
 
+def prepare_n15(config: Gr00tN15Config, layout: Layout, obs: Observation, *, noise=None, seed: int | None = None,
+                state_dtype: str = "float64") -> PreparedInputs:
+    """The N1.5 host chain every backend shares: initial noise, prompt ids, encoded state, pixel values."""
+    e, h = config.eagle, config.action_head
+    x0, source, seed = initial_noise(noise, seed, layout.default_seed, h.action_horizon, h.action_dim)
+    prompt = encode_n15_prompt(obs.instruction, n_images=layout.n_images, tokens_per_image=e.tokens_per_image,
+                               max_text_tokens=layout.max_text_tokens)
+    state = encode_state(obs.state, layout, h.max_state_dim, dtype=state_dtype)  # [1, 1, 64]
+    frames = [f for cam in layout.cameras for f in obs.images[cam]]
+    pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])
+    return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
+                          prompt.text_tokens, source, seed)
+
+
 class Stopwatch:
     """Accumulates named laps in milliseconds."""
 
@@ -107,15 +121,7 @@ class ReferencePolicy:
                 state_dtype: str = "float64") -> PreparedInputs:
         """Validate and encode one observation (pixels, prompt ids, state, initial noise). Raises
         ``InputError`` before any model work."""
-        e, h = self.config.eagle, self.config.action_head
-        x0, source, seed = initial_noise(noise, seed, self.layout.default_seed, h.action_horizon, h.action_dim)
-        prompt = encode_n15_prompt(obs.instruction, n_images=self.layout.n_images, tokens_per_image=e.tokens_per_image,
-                                   max_text_tokens=self.layout.max_text_tokens)
-        state = encode_state(obs.state, self.layout, h.max_state_dim, dtype=state_dtype)  # [1, 1, 64]
-        frames = [f for cam in self.layout.cameras for f in obs.images[cam]]
-        pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])
-        return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
-                              prompt.text_tokens, source, seed)
+        return prepare_n15(self.config, self.layout, obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
     def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model-space chunk [1, H, D] → (float32 [H, D], un-normalised actions per group)."""

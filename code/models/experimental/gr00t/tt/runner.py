@@ -21,11 +21,10 @@ import torch
 from ..common.configs import Gr00tN15Config
 from ..common.errors import ConfigError
 from ..common.layouts import Layout, get_layout
-from ..common.normalization import ActionStats, encode_state, unnormalize
+from ..common.normalization import ActionStats, unnormalize
 from ..common.observation import Observation
-from ..common.preprocessing import n15_pixel_values
 from ..common.prompts import encode_n15_prompt
-from ..reference.torch_policy import PreparedInputs, Stopwatch, initial_noise
+from ..reference.torch_policy import PreparedInputs, Stopwatch, prepare_n15
 from .policy import TTPolicy
 
 L1_SMALL_SIZE = 32768
@@ -157,17 +156,8 @@ class TTGr00tPolicy:
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PreparedInputs:
-        """The reference's input chain (pixels, prompt ids, encoded state, initial noise); raises
-        ``InputError`` before any device work."""
-        e, h = self.config.eagle, self.config.action_head
-        x0, source, seed = initial_noise(noise, seed, self.layout.default_seed, h.action_horizon, h.action_dim)
-        prompt = encode_n15_prompt(obs.instruction, n_images=self.layout.n_images, tokens_per_image=e.tokens_per_image,
-                                   max_text_tokens=self.layout.max_text_tokens)
-        state = encode_state(obs.state, self.layout, h.max_state_dim, dtype=state_dtype)
-        frames = [f for cam in self.layout.cameras for f in obs.images[cam]]
-        pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])
-        return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
-                              prompt.text_tokens, source, seed)
+        """The reference's input chain; raises ``InputError`` before any device work."""
+        return prepare_n15(self.config, self.layout, obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> torch.Tensor:
         host = self.model.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise)
