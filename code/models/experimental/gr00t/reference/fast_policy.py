@@ -101,6 +101,15 @@ class FastInfer:
     def act_dtype(self) -> torch.dtype:
         return next(self.model.backbone.parameters()).dtype
 
+    def fuse_decoder(self, layers) -> None:
+        """Fuse each decoder layer's QKV and gate/up, then the action head's projections."""
+        for layer in layers:
+            a, m = layer.self_attn, layer.mlp
+            self.fz.fuse([a.q_proj, a.k_proj, a.v_proj])
+            self.fz.fuse([m.gate_proj, m.up_proj])
+        self.fast_head.fuse()
+        self.fused = True
+
     def options(self) -> dict:
         return {"padded": self.pad, "fused": self.fused, "cuda_graphs": self.graphs, "dtype": str(self.act_dtype)}
 
@@ -197,12 +206,7 @@ class FastPolicy(FastInfer, ReferencePolicy):
         for layer in eagle.vision_model.vision_model.encoder.layers:
             a = layer.self_attn
             self.fz.fuse([a.q_proj, a.k_proj, a.v_proj])
-        for layer in eagle.language_model.model.layers:
-            a, m = layer.self_attn, layer.mlp
-            self.fz.fuse([a.q_proj, a.k_proj, a.v_proj])
-            self.fz.fuse([m.gate_proj, m.up_proj])
-        self.fast_head.fuse()
-        self.fused = True
+        self.fuse_decoder(eagle.language_model.model.layers)
 
     def _signature(self, inputs: PreparedInputs) -> tuple:
         s = inputs.input_ids.shape[1]

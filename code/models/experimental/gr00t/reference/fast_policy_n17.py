@@ -38,12 +38,7 @@ class FastPolicyN17(FastInfer, ReferencePolicyN17):
 
     def fuse(self) -> None:
         """The vision tower's QKV is one Linear in the checkpoint already; fuse the LLM's and the head's."""
-        for layer in self.qwen.language_model.layers:
-            a, m = layer.self_attn, layer.mlp
-            self.fz.fuse([a.q_proj, a.k_proj, a.v_proj])
-            self.fz.fuse([m.gate_proj, m.up_proj])
-        self.fast_head.fuse()
-        self.fused = True
+        self.fuse_decoder(self.qwen.language_model.layers)
 
     def _signature(self, inputs: PreparedInputs) -> tuple:
         s = inputs.input_ids.shape[1]
