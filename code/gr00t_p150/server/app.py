@@ -177,7 +177,7 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict | None:
     if not all(np.isfinite(a).all() for a in result.actions.values()):
         log.error("non-finite actions for a request (seed=%s, noise_source=%s)", result.seed, result.noise_source)
         return None
-    weights = engine.weights
+    weights, backend = engine.weights, engine.backend.describe()  # described once per response
     out = {
         "actions": {k: v.tolist() for k, v in result.actions.items()},
         "action_horizon": int(result.action_pred.shape[0]),
@@ -196,11 +196,11 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict | None:
         "noise_source": result.noise_source,
         "seed": result.seed,
         "weights": {"source": weights.source, "revision": weights.revision, "synthetic": weights.synthetic is not None},
-        "backend": {k: v for k, v in engine.backend.describe().items() if k in ("name", "device", "dtype", "mock")},
+        "backend": {k: v for k, v in backend.items() if k in ("name", "device", "dtype", "mock")},
     }
     if body.return_normalized:
         out["action_pred_normalized"] = result.action_pred.tolist()
-    warnings = [w for w in (engine.backend.describe().get("warning"),
+    warnings = [w for w in (backend.get("warning"),
                             SYNTHETIC_WARNING if weights.synthetic is not None else None) if w]
     if warnings:
         out["warning"] = "; ".join(warnings)
