@@ -11,6 +11,11 @@
   checkpoint (seed 0), with the checkpoint's content fingerprint; the server's fidelity gate uses it
   when serving ``GR00T_WEIGHTS=synthetic:tiny``.
 
+``--check`` regenerates everything into a temporary folder: the inputs (frames, observation, noise) and
+every non-numeric field of ``expected.json`` (fingerprint, seq_len, ...) must be byte-identical; the
+actions must be within ``common.quality``'s cross-machine rule of the shipped ones (bit-identical only
+on the machine and software that made them). It prints the max |d| it found.
+
     python code/gr00t_p150/demo/make_demo.py [--version n15|n17|all] [--check]
 """
 
@@ -34,11 +39,12 @@ STATE_N15 = {  # made-up, in the range of GR1 arm/hand joints
     "left_hand": [[0.01, 0.02, 0.00, 0.01, 0.02, 0.04]],
     "right_hand": [[-1.49, -1.49, -1.48, -1.48, -2.96, 2.99]],
 }
-# made-up DROID Franka state: gripper pointing down (rotation rows from a real-looking pose), open gripper
+# made-up DROID Franka state: gripper pointing down (rotation rows from a real-looking pose), open gripper;
+# flat lists, as the published N1.7 package's request has them (the server also takes [[...]])
 STATE_N17 = {
-    "eef_9d": [[0.53, 0.02, 0.46, -0.0786, 0.3927, -0.9163, 0.9923, 0.1193, -0.034]],
-    "gripper_position": [[0.0]],
-    "joint_position": [[-0.005, 0.034, 0.001, -1.917, 0.164, 1.610, 0.084]],
+    "eef_9d": [0.53, 0.02, 0.46, -0.0786, 0.3927, -0.9163, 0.9923, 0.1193, -0.034],
+    "gripper_position": [0.0],
+    "joint_position": [-0.005, 0.034, 0.001, -1.917, 0.164, 1.610, 0.084],
 }
 NOISE_SEED = 20251202
 NOISE_SHAPE = {"n15": (16, 32), "n17": (40, 132)}
@@ -126,6 +132,42 @@ def build(out: Path, version: str) -> dict:
     return expected
 
 
+def compare_expected(fresh: dict, shipped: dict) -> tuple[bool, str]:
+    """Fresh vs shipped ``expected.json``: metadata equal, numbers within the cross-machine golden rule."""
+    from models.experimental.gr00t.common.quality import compare_with_golden  # noqa: PLC0415
+
+    numeric = ("actions", "action_pred_normalized")
+    meta = sorted(k for k in fresh.keys() | shipped.keys() if k not in numeric and fresh.get(k) != shipped.get(k))
+    if meta or set(fresh["actions"]) != set(shipped["actions"]):
+        return False, f"fields differ: {meta or 'action groups'}"
+    groups = {**fresh["actions"], "action_pred_normalized": fresh["action_pred_normalized"]}
+    golden = {**shipped["actions"], "action_pred_normalized": shipped["action_pred_normalized"]}
+    cmp = compare_with_golden(groups, golden)
+    return cmp.ok, "bit-identical to the shipped golden" if cmp.bit_identical else cmp.summary()
+
+
+def check(version: str) -> list[str]:
+    """Regenerate ``version``'s assets in a temporary folder; the stale ones, after printing each verdict."""
+    target, stale = HERE / version, []
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / version
+        build(fresh, version)
+        for name in sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file()):
+            if not (target / name).is_file():
+                stale.append(f"{version}/{name}")
+                continue
+            if name != "expected.json":
+                if (fresh / name).read_bytes() != (target / name).read_bytes():
+                    stale.append(f"{version}/{name}")
+                continue
+            ok, detail = compare_expected(json.loads((fresh / name).read_text()),
+                                          json.loads((target / name).read_text()))
+            print(f"{version}/expected.json: {detail}")
+            if not ok:
+                stale.append(f"{version}/{name}")
+    return stale
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", default="all", choices=["n15", "n17", "all"])
@@ -133,17 +175,11 @@ def main() -> int:
     args = ap.parse_args()
     stale = []
     for version in ("n15", "n17") if args.version == "all" else (args.version,):
-        target = HERE / version
-        if not args.check:
-            e = build(target, version)
-            print(f"wrote {target}: seq_len {e['seq_len']}, prompt_tokens {e['prompt_tokens']}")
+        if args.check:
+            stale += check(version)
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            fresh = Path(tmp) / version
-            build(fresh, version)
-            names = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
-            stale += [f"{version}/{n}" for n in names
-                      if not (target / n).is_file() or (fresh / n).read_bytes() != (target / n).read_bytes()]
+        e = build(HERE / version, version)
+        print(f"wrote {HERE / version}: seq_len {e['seq_len']}, prompt_tokens {e['prompt_tokens']}")
     if args.check:
         print("demo assets up to date" if not stale else f"stale demo assets: {stale}")
     return 1 if stale else 0
