@@ -39,6 +39,31 @@ def demo(client):
     return client.get("/demo").json()
 
 
+@pytest.fixture(scope="session")
+def reference_answer(client, demo):
+    """The fp32 reference's answer to the demo request, computed in this process by the policy the server
+    serves: on the same machine and software the served answer must equal it bit for bit."""
+    return reference_answer_of(client, demo["request"])
+
+
+def reference_answer_of(client, request: dict) -> dict:
+    from models.experimental.gr00t.common.observation import parse_observation
+
+    engine = client.app.state.engine
+    result = engine.backend.reference_policy.get_action(parse_observation(request, engine.layout),
+                                                        noise=request.get("noise"), seed=request.get("seed"))
+    return {"actions": {k: v.tolist() for k, v in result.actions.items()},
+            "action_pred_normalized": result.action_pred.tolist()}
+
+
+def assert_matches_golden(got: dict, golden: dict):
+    """``got`` within the cross-machine golden rule of a golden made on another machine (common.quality)."""
+    from models.experimental.gr00t.common.quality import compare_with_golden
+
+    cmp = compare_with_golden(got, golden)
+    assert cmp.ok, f"served vs shipped golden: {cmp.summary()}"
+
+
 @pytest.fixture
 def request_body(demo):
     """A fresh copy of the demo request (its explicit noise included)."""

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from .conftest import assert_matches_golden
+
 
 def png(h: int, w: int) -> str:
     buf = io.BytesIO()
@@ -100,9 +102,12 @@ def test_streamed_oversize_body_is_refused_with_413(client, server_config):
     assert r.status_code == 413
 
 
-def test_bad_requests_do_not_change_later_answers(client, demo, request_body):
+@pytest.mark.golden
+def test_bad_requests_do_not_change_later_answers(client, demo, request_body, reference_answer):
     for case in CASES.values():
         body = copy.deepcopy(demo["request"])
         case[0](body)
         client.post("/predict", json=body)
-    assert client.post("/predict", json=request_body).json()["actions"] == demo["expected"]["actions"]
+    actions = client.post("/predict", json=request_body).json()["actions"]
+    assert actions == reference_answer["actions"]
+    assert_matches_golden(actions, demo["expected"]["actions"])
