@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The document rules of a tt-model container manifest (schema "5.1", kind tt-dit-server): tt-model's own tables
-and the checks that need only the parsed YAML. Rule numbers are those of the checklist in
-shared/spec/tt_model_manifest.md §4; verify_manifest.py adds the rules that look at files and runs the verify lines.
+and the checks that need only the parsed YAML. Rule numbers are those of the schema-5.1 checklist (23 rules;
+tt-model-manager's src/tt_kernel/container_manifest.py, launchers.py, build.py and manifest.py are the ground
+truth); verify_manifest.py adds the rules that look at files and runs the verify lines.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ SERVE_KEYS = {"hardware", "mesh_device", "port", "env", "args", "max_model_len",
               "server_timeout", "capabilities", "additional_config"}
 SERVE_IGNORED = ("max_model_len", "max_num_seqs", "block_size", "server_timeout", "capabilities", "additional_config")
 PROFILE_KEYS = SERVE_KEYS | {"name", "description"}
-# What this project's cards use; tt-model [CM] itself accepts only description and quickstart (spec §1.7).
+# What this project's cards use; tt-model's container_manifest.py accepts only description and quickstart.
 CARD_KEYS = {"description", "quickstart", "performance", "limitations", "licensing"}
 ARCHES = ("blackhole", "wormhole_b0")
 UBUNTU_TAGS = ("22.04", "24.04")
 
-# tt-model's tables (container_manifest.py, spec §1.5): mesh presets as (rows, cols) and chips per board.
+# tt-model's tables (container_manifest.py): mesh presets as (rows, cols) and chips per board.
 MESH_DEVICE_PRESETS = {"N150": (1, 1), "P100": (1, 1), "P150": (1, 1), "P150x2": (1, 2), "N300": (1, 2),
                        "P300": (1, 2), "N150x4": (1, 4), "P150x4": (1, 4), "T3K": (1, 8), "P150x8": (1, 8),
                        "P300x2": (1, 4), "QB2": (2, 2), "TG": (4, 8), "BH-Galaxy": (4, 8)}
@@ -46,16 +47,16 @@ ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 APP_RE = re.compile(r"[\w.]+:[A-Za-z_]\w*")
 HARDWARE_RE = re.compile(r"(?P<base>[a-z]\d+[a-z]?)(?:x(?P<mult>\d+))?")
 
-# Staging drops these names silently at every level (build.py CODE_IGNORE, spec §1.3).
+# Staging drops these names silently at every level (tt-model's build.py CODE_IGNORE).
 CODE_IGNORE = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".venv", "venv", "logs", "*.log",
                "*.safetensors", "*.pt", "*.pth", "*.ckpt", "*.bin", "*.refpt")
 # The ones a server might actually need at runtime: reported (rule 14) when an allowlisted tree holds them.
 DROPPED_WORTH_REPORTING = ("*.pt", "*.pth", "*.bin", "*.safetensors", "*.ckpt", "*.refpt", "*.log", "logs")
-# Variables tt-model sets itself at `docker run` (spec §2.2); serve.env must not override them.
+# Variables tt-model sets itself at `docker run` (container.py, launchers.py); serve.env must not override them.
 TT_MODEL_OWNED_ENV = ("HF_MODEL", "MESH_DEVICE", "HF_HOME", "HF_HUB_CACHE", "TT_METAL_CACHE", "TT_DIT_CACHE_DIR",
                       "TT_CACHE_PATH", "HF_TOKEN")
 DEFAULT_MESH_SHAPE_ENV = "FLUX2_MESH_SHAPE"
-# tt-model pins torch itself and builds ttnn from the tree (spec §1.4, §3).
+# tt-model pins torch itself and builds ttnn editable from source.tt_metal (launchers.py; schema 5.1 has no wheel).
 FORBIDDEN_PACKAGES = {"torch": "tt-model adds torch==<tt-metal's pin>+cpu itself, and its verify asserts that pin",
                       "ttnn": "ttnn is built from source.tt_metal and installed editable; a wheel would fight it",
                       "tt-metal": "tt-metal is built from source.tt_metal", "tt-metalium": "tt-metal is built from "

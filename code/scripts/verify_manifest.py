@@ -5,8 +5,9 @@
 
     verify_manifest.py MANIFEST [MANIFEST ...] [--static-only] [-v]
 
-Static checks: the Docker-free rules of the checklist in shared/spec/tt_model_manifest.md §4 (rule numbers are
-printed with each finding); the 'P' rules there are stricter than tt-model itself. Then each verify entry runs as
+Static checks: the Docker-free rules of the schema-5.1 checklist (23 rules, numbers printed with each finding):
+'T' rules are what Tenstorrent's tt-model-manager enforces (src/tt_kernel/container_manifest.py, launchers.py,
+build.py, manifest.py), 'P' rules are stricter than tt-model itself. Then each verify entry runs as
 `<this python> -c '<entry>'` in a fresh process, with the image's layout reproduced: every allowlisted path is
 copied (through tt-model's ignore list) to a temporary <staging>/<path>, PYTHONPATH=<staging> alone, HOME a temp
 dir, no GR00T_*/TT_* variables, and every literal /opt/tt-metal in the entry replaced by <staging>. The
@@ -343,7 +344,7 @@ class Manifest(DocumentChecks):
                           "the server will not see the mesh shape")
 
     def stage(self, staging: Path) -> None:
-        """Copy the allowlist into one tree, in tt-model's order, later entries overwriting (spec §1.3)."""
+        """Copy the allowlist into one tree, in tt-model's order, later entries overwriting (build.py stage_code)."""
         for label, root, rel in self.entries:
             src, dst = (root / rel, staging / rel) if root is not None else (None, None)
             if src is None or not src.exists():

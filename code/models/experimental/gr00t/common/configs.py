@@ -19,7 +19,8 @@ from .errors import ConfigError
 HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B", "n17": "nvidia/GR00T-N1.7-3B"}
 HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e", "n17": "2fc962b973bccdd5d8ce4f67cc63b264d6886495"}
 
-# Qwen3 / Eagle token ids (spec §3.3); the tokenizer tests pin them against the BPE files.
+# Qwen3 / Eagle 2.5 token ids (Qwen3's tokenizer_config.json, NVIDIA's Eagle added_tokens.json); the tokenizer
+# tests pin them against the BPE files.
 IMG_CONTEXT_TOKEN_ID = 151669
 
 
@@ -348,7 +349,7 @@ class Gr00tN15Config(CheckpointConfig):
             raise ConfigError(f"{source}: {exc}") from None
 
     def to_checkpoint_json(self, *, record_eagle: bool) -> dict[str, Any]:
-        """The ``config.json`` NVIDIA publishes for N1.5 (spec §1), with this config's dimensions.
+        """The ``config.json`` NVIDIA publishes for N1.5 (``nvidia/GR00T-N1.5-3B``), with this config's dimensions.
 
         ``record_eagle`` adds ``backbone_cfg.eagle_config`` so that a non-published geometry (tiny)
         can be rebuilt from the directory alone.

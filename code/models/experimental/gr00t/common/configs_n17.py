@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """GR00T N1.7 config, read from the checkpoint's ``config.json`` (``model_type: Gr00tN1d7``).
 
-The code defaults of NVIDIA's ``Gr00tN1d7Config`` differ from the released checkpoint (select_layer
-12, 16 DiT layers, no VL self-attention); every structural value is therefore read from the file and
-a missing one is an error, never a default (spec §1.2). The Qwen3-VL backbone dimensions are not in
-the real ``config.json`` (they come from ``nvidia/Cosmos-Reason2-2B``): the published values below
-apply unless the checkpoint records its own under ``backbone_config`` (our tiny synthetic ones do).
+The code defaults of NVIDIA's ``Gr00tN1d7Config`` (``gr00t/configs/model/gr00t_n1d7.py``, ``n1.7-release``)
+differ from the released checkpoint (select_layer 12, 16 DiT layers, no VL self-attention); every structural
+value is therefore read from the file and a missing one is an error, never a default. The Qwen3-VL backbone
+dimensions are not in the real ``config.json`` (they come from ``nvidia/Cosmos-Reason2-2B``): the published
+values below apply unless the checkpoint records its own under ``backbone_config`` (our tiny synthetic ones do).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Gr00tN17Config(CheckpointConfig):
             raise ConfigError(f"{source}: {exc}") from None
 
     def to_checkpoint_json(self, *, record_backbone: bool) -> dict[str, Any]:
-        """The released checkpoint's ``config.json`` fields (spec §1.2) with this config's values;
+        """The released checkpoint's (``nvidia/GR00T-N1.7-3B``) ``config.json`` fields with this config's values;
         ``record_backbone`` adds an HF-style Qwen3-VL ``backbone_config`` for non-published geometry."""
         h, b = self.action_head, self.backbone
         out: dict[str, Any] = {

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Flow-matching schedule and initial noise (spec §5.7).
+"""Flow-matching schedule and initial noise (NVIDIA's ``FlowmatchingActionHead.get_action``,
+``gr00t/model/action_head/flow_matching_action_head.py``).
 
 t = 0 is noise, t = 1 is data. The DiT is evaluated at t = i / N for i < N, each t mapped to an integer
 bucket ``int(t * num_buckets)`` (0, 250, 500, 750 for N = 4), and one Euler step ``x += dt · v`` follows.

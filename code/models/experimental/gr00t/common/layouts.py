@@ -49,7 +49,7 @@ class Layout:
         return [name for name, _ in self.action_groups]
 
 
-# NVIDIA's EMBODIMENT_TAG_MAPPING (spec §3.5): gr1 → 24.
+# NVIDIA's N1.5 EMBODIMENT_TAG_MAPPING (``gr00t/data/embodiment_tags.py``, ``n1.5-release``): gr1 → 24.
 GR1 = Layout(
     name="gr1",
     version="n15",
@@ -65,7 +65,8 @@ GR1 = Layout(
     default_seed=0,
 )
 
-# DROID Franka (spec gr00t_n17.md §1.3): two cameras × frames (t−15, t), relative EEF + relative joints.
+# DROID Franka (NVIDIA's N1.7 modality config ``oxe_droid_relative_eef_relative_joint`` in
+# ``gr00t/configs/data/embodiment_configs.py``): two cameras × frames (t−15, t), relative EEF + relative joints.
 DROID = Layout(
     name="droid",
     version="n17",

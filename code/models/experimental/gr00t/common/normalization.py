@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """State encoding and action un-normalisation, with statistics read from the checkpoint.
 
-N1.5 GR1 arms-only (spec §3.4, §6): the state is not normalised but sin/cos-encoded per group
-(sin block then cos block), zero-padded to ``max_state_dim``; the model's action chunk is split into
-the layout's groups and min–max un-normalised, with no clipping.
+N1.5 GR1 arms-only (NVIDIA's ``StateActionSinCosTransform`` and the ``min_max`` inverse of
+``StateActionTransform``, ``gr00t/data/transform/state_action.py`` on ``n1.5-release``): the state is not
+normalised but sin/cos-encoded per group (sin block then cos block), zero-padded to ``max_state_dim``; the
+model's action chunk is split into the layout's groups and min–max un-normalised, with no clipping.
 """
 
 from __future__ import annotations

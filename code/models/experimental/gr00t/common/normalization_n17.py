@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """N1.7 state normalisation and action decoding, with statistics read from the checkpoint
-(``statistics.json``, ``processor_config.json``, ``embodiment_id.json``; spec gr00t_n17.md §3.2, §6).
+(``statistics.json``, ``processor_config.json``, ``embodiment_id.json``), as NVIDIA's N1.7 ``StateActionProcessor``
+does it (Isaac-GR00T ``n1.7-release``, ``gr00t/data/state_action/state_action_processor.py``).
 
 State: per key ``2 (x − q01) / (q99 − q01) − 1`` (0 where q99 ≈ q01), clipped to [−1, 1], keys
 concatenated in layout order and zero-padded. Actions: the model chunk is clipped to [−1, 1] and
@@ -22,7 +23,8 @@ from .layouts import Layout
 from .pose import compose_eef9d
 
 # The eval image chain this reference implements; a checkpoint asking for another is refused rather
-# than silently served with a different chain (spec addendum, item 3).
+# than silently served with a different chain (without the image keys, upstream's defaults give another one, e.g.
+# crop 230/256 ≈ 0.898 from image_crop_size / image_target_size in gr00t/model/gr00t_n1d7/image_augmentations.py).
 SUPPORTED_PROCESSOR = {"use_albumentations": True, "shortest_image_edge": 256, "crop_fraction": 0.95,
                        "formalize_language": True, "use_percentiles": True, "clip_outliers": True,
                        "use_relative_action": True}
@@ -86,7 +88,7 @@ class DroidStats:
                 if rep == "absolute":
                     lo[key] = np.asarray(stats["action"][key]["q01"], np.float64)
                     hi[key] = np.asarray(stats["action"][key]["q99"], np.float64)
-                else:  # the per-step relative statistics replace the percentiles wholesale (spec §6)
+                else:  # the per-step relative statistics replace the percentiles wholesale (as upstream does)
                     lo[key] = np.asarray(stats["relative_action"][key]["min"], np.float64)
                     hi[key] = np.asarray(stats["relative_action"][key]["max"], np.float64)
         except (KeyError, TypeError) as exc:

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """End-effector poses as ``eef_9d = [x, y, z, rot6d]`` and their relative ↔ absolute composition.
 
-GR00T N1.7's DROID layout (spec §3.1, §6 step 3, Addendum item 10): ``rot6d`` is the first two
-*rows* of the rotation matrix, row-major, and a relative action chunk is composed on the right of
-the current pose, ``T_abs = T_ref @ T_rel`` (body frame). Everything is numpy float64.
+GR00T N1.7's DROID layout (NVIDIA's ``gr00t/data/state_action/droid_frame.py`` and the relative-action
+decoding of ``StateActionProcessor``): ``rot6d`` is the first two *rows* of the rotation matrix, row-major,
+and a relative action chunk is composed on the right of the current pose, ``T_abs = T_ref @ T_rel`` (body
+frame). Everything is numpy float64.
 """
 
 from __future__ import annotations

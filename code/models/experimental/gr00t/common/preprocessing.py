@@ -2,7 +2,8 @@
 """Image decoding and the N1.5 eval image chain, as a short list of named pure steps.
 
 NVIDIA's ``fourier_gr1_arms_only`` eval transforms followed by the Eagle 2.5 image processor
-(spec §3.2), reproduced bit-exactly:
+(``gr00t/data/transform/video.py``, ``gr00t/experiment/data_config.py`` and
+``gr00t/model/backbone/eagle2_hg_model/``, ``n1.5-release``), reproduced bit-exactly:
 
     uint8 HWC → float [0,1] CHW → centre crop 0.95 → antialiased bilinear 224×224
       → truncating uint8 → (u8 − 127.5) / 127.5

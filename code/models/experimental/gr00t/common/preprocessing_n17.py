@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The N1.7 DROID image and text chain, as a short list of named pure steps.
 
-Spec §3.3–§3.4 and its Addendum (items 1, 2, 5). Per camera frame:
+NVIDIA's N1.7 eval path (``use_albumentations``: ``build_image_transformations_albumentations`` in
+``gr00t/model/gr00t_n1d7/image_augmentations.py``, then the Qwen3-VL image processor; the instruction goes
+through upstream's ``formalize_language``: lower-cased, punctuation dropped). Per camera frame:
 
     uint8 HWC → shortest edge 256 (INTER_AREA) → centre crop 0.95 → shortest edge 256 (INTER_AREA)
       → Qwen smart resize (multiple of 32) with antialiased bicubic on uint8
@@ -85,9 +87,9 @@ def resize_bicubic_uint8(rgb: np.ndarray, height: int, width: int) -> torch.Tens
     """uint8 [H, W, 3] → uint8 [3, height, width], antialiased bicubic.
 
     The resize runs on the uint8 tensor, as the fast processor does, so overshoot is clamped and the
-    result rounded before normalisation (Addendum item 1: a float resize differs by up to 0.09 after
-    normalising). On CPU torchvision uses torch's native uint8 kernel; the float-then-round path it
-    takes on GPU differs by one grey level on ~0.1 % of pixels, so keep this step on the host."""
+    result rounded before normalisation (a float resize differs by up to 0.09 after normalising). On
+    CPU torchvision uses torch's native uint8 kernel; the float-then-round path it takes on GPU differs
+    by one grey level on ~0.1 % of pixels, so keep this step on the host."""
     chw = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).contiguous()
     return TF.resize(chw, [height, width], interpolation=TF.InterpolationMode.BICUBIC, antialias=True)
 

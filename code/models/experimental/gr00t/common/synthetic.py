@@ -34,7 +34,7 @@ from .weights import TensorSpec, inventory
 SYNTHETIC_MARKER = "SYNTHETIC.json"
 METADATA_FILE = "experiment_cfg/metadata.json"
 DEFAULT_SHARD_BYTES = {"tiny": 16 * 2**20, "full": 5 * 10**9}  # HF's default max_shard_size is "5GB"
-GR1_RESOLUTION = (256, 256)  # [W, H] of the GR1 sim ego_view (spec §3.2)
+GR1_RESOLUTION = (256, 256)  # [W, H] of the GR1 sim ego_view (NVIDIA's demo_data/robot_sim.PickNPlace)
 
 _NORM_SUFFIXES = ("norm.weight", "norm1.weight", "norm2.weight", "norm3.weight", "layernorm.weight",
                   "layer_norm1.weight", "layer_norm2.weight", "vlln.weight", "q_norm.weight", "k_norm.weight")
@@ -65,7 +65,8 @@ def random_tensor(spec: TensorSpec, seed: int) -> torch.Tensor:
 
 
 def gr1_metadata(layout: Layout = GR1, seed: int = 0, resolution: tuple[int, int] = GR1_RESOLUTION) -> dict:
-    """A well-formed ``experiment_cfg/metadata.json`` (pydantic ``DatasetMetadata`` layout, spec §8)
+    """A well-formed ``experiment_cfg/metadata.json`` (NVIDIA's pydantic ``DatasetMetadata``,
+    ``gr00t/data/schema.py`` on ``n1.5-release``)
     with plausible joint-range statistics for every state/action group of ``layout``."""
     rng = np.random.default_rng(seed)
 
@@ -100,7 +101,8 @@ def gr1_metadata(layout: Layout = GR1, seed: int = 0, resolution: tuple[int, int
 
 def droid_statistics(layout: Layout = DROID, seed: int = 0) -> dict:
     """A well-formed N1.7 ``statistics.json``: state / action statistics per key and per-step
-    (horizon × dim) relative-action statistics for the relative keys (spec §1.4)."""
+    (horizon × dim) relative-action statistics for the relative keys, the layout NVIDIA's
+    ``gr00t/data/stats.py`` (N1.7) writes."""
     rng = np.random.default_rng(seed)
     horizon = 40
 

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The checkpoint's tensor inventory: every name, shape and stored dtype, in NVIDIA's state-dict order.
 
-This is the one literal description of the real N1.5 safetensors format (spec §7 and
-``gr00t_n15_params.tsv``). The synthetic-checkpoint generator writes exactly this list; the
-reference modules load it with ``strict=True`` and no renames.
+This is the one literal description of the real N1.5 safetensors format (NVIDIA's N1.5 model code
+instantiated on the meta device, as recorded in the test fixture ``tests/host/fixtures/gr00t_n15_params.tsv``).
+The synthetic-checkpoint generator writes exactly this list; the reference modules load it with
+``strict=True`` and no renames.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ LLM_PREFIX = "backbone.eagle_model.language_model.model."
 ACTION_HEAD_PREFIX = "action_head."
 
 # Present in the module but never computed; a checkpoint may or may not carry it. The tied lm_head
-# is dropped by save_pretrained (spec §7), but a loader must not choke if a snapshot has it.
+# is dropped by transformers' save_pretrained, but a loader must not choke if a snapshot has it.
 OPTIONAL_UNUSED_KEYS = ("backbone.eagle_model.language_model.lm_head.weight", "backbone.model.lm_head.weight")
 
 # N1.7: the backbone is a whole Qwen3VLForConditionalGeneration under ``backbone.model.``.

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Flow-matching action head of GR00T N1.5 (spec §5): VL conditioning, embodiment-specific
+"""Flow-matching action head of GR00T N1.5 (NVIDIA's ``FlowmatchingActionHead``,
+``gr00t/model/action_head/flow_matching_action_head.py``, ``n1.5-release``): VL conditioning, embodiment-specific
 encoders/decoder, and the Euler loop around the DiT. Names equal the checkpoint keys under
 ``action_head.``.
 """

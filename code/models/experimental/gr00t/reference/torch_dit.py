@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The action head's transformers (spec §5.1, §5.5): the 16-block AdaLN DiT that alternates
+"""The action head's transformers (``DiT`` and ``SelfAttentionTransformer`` of NVIDIA's
+``gr00t/model/action_head/cross_attention_dit.py``, ``n1.5-release``): the 16-block AdaLN DiT that alternates
 cross-attention to the VL tokens (even blocks) with self-attention (odd blocks), and the 4-block
 VL self-attention transformer. Both are built from the same pre-LN block, as in NVIDIA's code, with
 diffusers' layer conventions (``to_out.0``, ``ff.net.0.proj`` / ``ff.net.2``). No masks anywhere.

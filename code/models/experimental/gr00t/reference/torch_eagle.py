@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Eagle 2.5 VL backbone of GR00T N1.5 (spec §4): SigLIP → ``mlp1`` projector → splice the image
+"""Eagle 2.5 VL backbone of GR00T N1.5 (NVIDIA's ``EagleBackbone``, ``gr00t/model/backbone/eagle_backbone.py``
+and ``eagle2_hg_model/modeling_eagle2_5_vl.py``, ``n1.5-release``): SigLIP → ``mlp1`` projector → splice the image
 tokens into the prompt embeddings at the ``<IMG_CONTEXT>`` positions → truncated Qwen3.
 
 Module names equal the checkpoint keys under ``backbone.``.

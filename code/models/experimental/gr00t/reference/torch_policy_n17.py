@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""fp32 reference policy for GR00T N1.7 / DROID, stage by stage (spec gr00t_n17.md §3–§6).
+"""fp32 reference policy for GR00T N1.7 / DROID, stage by stage (NVIDIA's ``Gr00tPolicy.get_action``, ``n1.7-release``).
 
 Frames in time-major order (every camera at t−15, then every camera at t) → DROID eval chain → Qwen
 smart resize and patches; formalised instruction → Qwen3-VL chat prompt; state q01/q99-normalised;

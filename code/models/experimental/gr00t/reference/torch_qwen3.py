@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Qwen3 text decoder, truncated to GR00T's ``select_layer`` layers plus the final norm (spec §4.4).
+"""Qwen3 text decoder, truncated to GR00T's ``select_layer`` layers plus the final norm (HF ``Qwen3Model``).
 
 GR00T deletes layers ``select_layer..`` from the LLM and reads ``hidden_states[select_layer]``, which
 is the final ``norm`` applied to the last kept layer's output. No lm_head: its logits are never used.

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Qwen3-VL backbone of GR00T N1.7 (Cosmos-Reason2-2B; spec §2.1, §4).
+"""Qwen3-VL backbone of GR00T N1.7 (Cosmos-Reason2-2B; HF transformers ``models/qwen3_vl/modeling_qwen3_vl.py``).
 
 Vision tower (Conv3d patch embed + interpolated learned 48×48 position grid + 2-D RoPE, per-image
 attention, DeepStack mergers) → image tokens scattered into the prompt embeddings → the first
 ``select_layer`` Qwen3 decoder layers with interleaved 3-axis M-RoPE and DeepStack injection after
 the first layers. The feature is the raw output of the last kept layer: ``language_model.norm`` is
-loaded but not applied (spec §4.3). NVIDIA reads ``hidden_states[-1]`` of the HF wrapper and
-documents it as pre-norm; under transformers 5.12.1 that tensor is tied to the normed
+loaded but not applied. NVIDIA (``gr00t/model/modules/qwen3_backbone.py``) reads ``hidden_states[-1]`` of
+the HF wrapper and documents it as pre-norm; under transformers 5.12.1 that tensor is tied to the normed
 ``last_hidden_state``, so HF's output_hidden_states is not a drop-in oracle for this feature.
 
 Module names equal the checkpoint keys under ``backbone.`` (``model.model.visual.*``,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SigLIP vision tower as GR00T N1.5 uses it (spec §4.1).
+"""SigLIP vision tower as GR00T N1.5 uses it (HF transformers ``SiglipVisionModel``, inside Eagle 2.5).
 
 Fixed 224² input, 14-px patches → 256 tokens, pre-LN encoder, ``post_layernorm`` output as the
 feature. The attention-pooling ``head`` is part of the checkpoint and is loaded, but GR00T never uses

@@ -13,7 +13,9 @@ What is built (symlinks into the installed wheel; the wheel is never modified):
   ``riscv64-unknown-elf-ld`` (tt-metal's loader needs a relocatable ELF);
 - ``blackhole_P150.yaml``: a one-chip UMD cluster descriptor (the board id must carry the P150 prefix).
 
-Needs ``binutils-riscv64-unknown-elf`` (Debian). Source of the recipe: ``shared/spec/ttnn_without_hardware.md``.
+Needs ``binutils-riscv64-unknown-elf`` (Debian). The recipe rests on tt-metal's mock-cluster support
+(``TT_METAL_MOCK_CLUSTER_DESC_PATH``, ``TT_METAL_RUNTIME_ROOT``); each piece above fixes an error ttnn raises
+without it.
 Use ``mock_env(root)`` before the first ``import ttnn`` of the process.
 """
 

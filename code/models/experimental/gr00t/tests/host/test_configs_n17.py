@@ -20,7 +20,7 @@ TEXT = "backbone.model.model.language_model."
 DIT = "action_head.model.transformer_blocks."
 VLSA = "action_head.vl_self_attention.transformer_blocks."
 
-# Spec §1.2, the released checkpoint's config.json values for the fields that shape the model.
+# The released checkpoint's (nvidia/GR00T-N1.7-3B) config.json values for the fields that shape the model.
 PUBLISHED_CONFIG_FIELDS = {
     "model_type": "Gr00tN1d7", "architectures": ["Gr00tN1d7"], "model_name": "nvidia/Cosmos-Reason2-2B",
     "backbone_model_type": "qwen", "backbone_embedding_dim": 2048, "select_layer": 16, "hidden_size": 1024,
@@ -64,10 +64,10 @@ def test_full_inventory_has_the_published_1031_bf16_tensors_and_6_910_361_856_by
 
 def test_full_inventory_group_counts_follow_the_spec_tables(full_inventory):
     names = [s.name for s in full_inventory]
-    # §2.1: 315 vision tensors; text 16 layers × 11 + embed + norm, plus the separate lm_head.
+    # Vision: 315 tensors; text 16 layers × 11 + embed + norm, plus the separate lm_head.
     assert sum(n.startswith(VISION) for n in names) == 315
     assert sum(n.startswith(TEXT) for n in names) == 16 * 11 + 2
-    # §2.2: timestep MLP 4, DiT 32 × 14, proj_out 4, 7 category linears × 2, vlln 2, VL self-attn 4 × 16,
+    # Action head: timestep MLP 4, DiT 32 × 14, proj_out 4, 7 category linears × 2, vlln 2, VL self-attn 4 × 16,
     # position embedding 1.
     assert sum(n.startswith("action_head.") for n in names) == 4 + 32 * 14 + 4 + 7 * 2 + 2 + 4 * 16 + 1
 

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""GR1 state sin/cos layout and min–max un-normalisation follow the spec's tables."""
+"""GR1 state sin/cos layout and min–max un-normalisation follow NVIDIA's N1.5 ``StateActionSinCosTransform`` and
+``StateActionTransform`` (``gr00t/data/transform/state_action.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_state_layout_matches_the_spec_table():
     rng = np.random.default_rng(0)
     state = {name: rng.uniform(-3, 3, dim) for name, dim in GR1.state_groups}
     vec = encode_state(state, GR1, 64).numpy().reshape(64)
-    # spec §3.4: 0–6 sin(left_arm), 7–13 cos(left_arm), 14–20 sin(right_arm), 21–27 cos(right_arm),
+    # upstream order: 0–6 sin(left_arm), 7–13 cos(left_arm), 14–20 sin(right_arm), 21–27 cos(right_arm),
     # 28–33 sin(left_hand), 34–39 cos(left_hand), 40–45 sin(right_hand), 46–51 cos(right_hand), 52–63 zero
     table = [(0, 7, np.sin, "left_arm"), (7, 14, np.cos, "left_arm"), (14, 21, np.sin, "right_arm"),
              (21, 28, np.cos, "right_arm"), (28, 34, np.sin, "left_hand"), (34, 40, np.cos, "left_hand"),

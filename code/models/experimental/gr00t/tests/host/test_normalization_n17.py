@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""N1.7 DROID state normalisation and action decoding equal the spec's formulas (§3.2, §6, Addendum
-items 9–11) computed here from statistics.json with numpy and 4×4 homogeneous matrices, and the
+"""N1.7 DROID state normalisation and action decoding equal NVIDIA's ``StateActionProcessor`` formulas (q01/q99
+state normalisation with clip; clip, min–max un-normalisation and relative composition ``T_abs = T_ref @ T_rel``
+of the actions) computed here from statistics.json with numpy and 4×4 homogeneous matrices, and the
 statistics loader refuses checkpoints whose processor or embodiment map it does not implement."""
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def test_state_is_2x_minus_q01_over_range_minus_1_clipped_in_eef_gripper_joint_o
 
 def test_state_groups_land_at_0_9_then_9_then_10_17():
     """Each group normalised against distinct statistics lands in its own slice: eef 0:9, gripper 9,
-    joints 10:17 (spec §3.2 order), whatever order the request dict has."""
+    joints 10:17 (the modality-key order), whatever order the request dict has."""
     stats = DroidStats(state_q01={"eef_9d": np.zeros(9), "gripper_position": np.zeros(1), "joint_position": np.zeros(7)},
                        state_q99={"eef_9d": np.full(9, 4.0), "gripper_position": np.full(1, 4.0),
                                   "joint_position": np.full(7, 4.0)},
@@ -257,7 +258,7 @@ def _droid_modality(fn):
 
 
 # Each of these settings changes upstream's image or state/action processing; serving them with this
-# implementation's fixed chain would be silently wrong (spec Addendum item 3), so they are refused.
+# implementation's fixed chain would be silently wrong, so they are refused.
 @pytest.mark.parametrize("file, edit", [
     _processor(lambda p: p.update(letter_box_transform=True)),
     _processor(lambda p: p.update(use_mean_std=True)),

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The N1.7 DROID prompt has the spec's exact token layout, and the reference policy on the tiny
+"""The N1.7 DROID prompt has upstream's exact token layout, and the reference policy on the tiny
 checkpoint keeps its contract: tap shapes, seed 42 noise equal to explicit client noise, bit-identical
 repeats, time-major frame order, proper output rotations, and refusals that name the field."""
 
@@ -51,7 +51,7 @@ def test_published_demo_instruction_gives_469_tokens_in_the_spec_layout(vocab):
     p = encode(DEMO)
     expected = droid_prompt(word_ids(vocab, "put the blue block in the green bowl"))
     assert p.input_ids == expected
-    assert (len(p.input_ids), p.text_tokens) == (469, 8)  # S = 461 + text tokens (spec §3.4, Addendum 4)
+    assert (len(p.input_ids), p.text_tokens) == (469, 8)  # S = 461 + text tokens
 
 
 def test_formalisation_lower_cases_and_drops_punctuation():
@@ -176,7 +176,7 @@ def test_actions_equal_the_decoded_action_pred(n17_policy, demo, n17_tiny_checkp
     obs, r = demo
     decoded = decode_actions(r.action_pred, obs.state, n17_policy.stats, DROID)
     assert all(np.array_equal(decoded[k], r.actions[k]) for k in r.actions)
-    # and, independently of the decoder, the joint and gripper formulas of spec §6 hold
+    # and, independently of the decoder, upstream's joint and gripper formulas hold
     s = json.loads((n17_tiny_checkpoint / "statistics.json").read_text())[TAG]
     y = np.clip(r.action_pred.astype(np.float64), -1, 1)
     lo, hi = np.array(s["relative_action"]["joint_position"]["min"]), np.array(s["relative_action"]["joint_position"]["max"])
@@ -185,7 +185,7 @@ def test_actions_equal_the_decoded_action_pred(n17_policy, demo, n17_tiny_checkp
     g = s["action"]["gripper_position"]
     gripper = (y[:, 9:10] + 1) / 2 * (np.array(g["q99"]) - np.array(g["q01"])) + np.array(g["q01"])
     np.testing.assert_allclose(r.actions["gripper_position"], gripper, rtol=1e-6, atol=1e-6)
-    assert (np.abs(r.action_pred[:, :17]) > 1).any()  # random weights: the clip is exercised (Addendum 11)
+    assert (np.abs(r.action_pred[:, :17]) > 1).any()  # random weights: the clip is exercised
 
 
 def test_output_eef_rotations_are_the_first_two_rows_of_a_rotation(demo):
@@ -198,7 +198,7 @@ def test_output_eef_rotations_are_the_first_two_rows_of_a_rotation(demo):
 
 def test_frames_reach_the_model_time_major_then_camera(n17_policy):
     """Constant frames survive every resize unchanged, so each frame's 448 patch rows identify it:
-    the order must be ext(t−15), wrist(t−15), ext(t), wrist(t) (spec §3.3)."""
+    the order must be ext(t−15), wrist(t−15), ext(t), wrist(t) (upstream's time-major order)."""
     values = {(EXT, 0): 10, (WRIST, 0): 80, (EXT, 1): 150, (WRIST, 1): 220}
     frames = {cam: [np.full((180, 320, 3), values[cam, t], np.uint8) for t in range(2)] for cam in (EXT, WRIST)}
     r = n17_policy.get_action(parse_observation(droid_request(frames), DROID))

@@ -27,7 +27,7 @@ from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize 
 
 from ..conftest import make_frame
 
-# Qwen3-VL-2B's preprocessor values (spec §3.3), given to transformers' processors directly.
+# Qwen3-VL-2B-Instruct's preprocessor_config.json values, given to transformers' processors directly.
 QWEN3_VL_KWARGS = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5] * 3,
                    "image_std": [0.5] * 3, "min_pixels": 65536, "max_pixels": 16777216, "do_resize": True}
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Token ids of the N1.5 prompt equal the ones NVIDIA's get_action produced (spec §3.3)."""
+"""Token ids of the N1.5 prompt equal the ones NVIDIA's ``Gr00tPolicy.get_action`` produced (``n1.5-release``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.prompts import encode_n15_prompt, get_tokenizer, render_instruction
 
-# Spec §3.3, measured by running NVIDIA's Gr00tPolicy.get_action transform path.
+# Measured by running NVIDIA's Gr00tPolicy.get_action transform path (N1.5, transformers 4.51.3).
 PREFIX = [151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198, 151644, 872, 198, 27, 1805, 220, 16, 29, 151670]
 EXAMPLE_TEXT = [677, 36953, 705, 279, 23268, 11, 323, 1992, 432, 304, 279, 14024, 0, 660]
 SUFFIX = [151645, 198, 151644, 77091, 198]

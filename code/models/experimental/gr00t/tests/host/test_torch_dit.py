@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The DiT and the VL self-attention equal the same networks assembled from diffusers' own
 ``Attention``, ``FeedForward``, ``Timesteps`` and ``TimestepEmbedding`` (the layers NVIDIA builds
-them from), wired as the spec describes (§5.1, §5.5), on the same random weights."""
+them from), wired as NVIDIA's ``cross_attention_dit.py`` wires them (N1.5), on the same random weights."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def pixels(grids: list[tuple[int, int, int]], seed: int) -> tuple[torch.Tensor, 
 
 def droid_prompt(grids: list[tuple[int, int, int]], text_ids: list[int]) -> torch.Tensor:
     """``<|im_start|>user\\n`` + per image ``<|vision_start|>`` N×``<|image_pad|>`` ``<|vision_end|>``
-    + instruction + ``<|im_end|>\\n`` (spec §3.4)."""
+    + instruction + ``<|im_end|>\\n`` (Qwen3-VL chat template, one user turn)."""
     ids = [IM_START, USER, NEWLINE]
     for t, h, w in grids:
         ids += [VISION_START] + [IMAGE_PAD] * (t * h * w // 4) + [VISION_END]
@@ -107,9 +107,9 @@ def test_rope_index_matches_transformers_for_a_droid_prompt():
     ids = droid_prompt(grids, INSTRUCTION)
     grid_thw = torch.tensor(grids)
     got = rope_index(ids, grid_thw, c)
-    assert ids.shape == (1, 461 + len(INSTRUCTION))  # spec §3.4: S = 461 + text tokens
+    assert ids.shape == (1, 461 + len(INSTRUCTION))  # 3 + 4 × (1 + 112 + 1) + text + 2
     assert torch.equal(got, hf_rope_index(hf, ids, grid_thw))
-    # Spec §4.2 / addendum 6: image k starts at 4 + 16k (max(8, 14) = 14 plus two separators);
+    # transformers' get_rope_index: image k starts at 4 + 16k (max(8, 14) = 14 plus two separators);
     # the tokens after the last image (its <|vision_end|> first) start at 66.
     starts = [3 + 1 + k * 114 for k in range(4)]
     assert [int(got[0, 0, s]) for s in starts] == [4, 20, 36, 52]
