@@ -28,5 +28,10 @@ class Backend(Protocol):
                 state_dtype: str = "float64") -> BackendResult:
         """Validate and encode (raising ``InputError`` before any device work), run, un-normalise."""
 
+    @property
+    def stage(self) -> str:
+        """What is served, in one word for /info's top-level ``stage`` (``reference-fp32-cpu``,
+        ``fast-bf16-cuda``, ``stage1-ttnn-traces``, ...), as the published package reports it."""
+
     def describe(self) -> dict:
         """Backend, device, dtype policy and why they were chosen (for /info)."""

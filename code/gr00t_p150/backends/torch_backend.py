@@ -43,6 +43,9 @@ def resolve_torch_path(requested: str, device: str, dtype: str) -> tuple[str, st
     return "reference", "auto: the CPU serves the fp32 reference (the golden)"
 
 
+DTYPE_WORDS = {"float32": "fp32", "bfloat16": "bf16"}
+
+
 class TorchBackend:
     name = "torch"
 
@@ -93,6 +96,10 @@ class TorchBackend:
                   **{f"device.{k}": v for k, v in clock.ms.items()}}
         return BackendResult(action_pred, actions, int(inputs.input_ids.shape[1]), inputs.prompt_tokens,
                              inputs.noise_source, inputs.seed, timing)
+
+    @property
+    def stage(self) -> str:
+        return f"{self.path}-{DTYPE_WORDS[self.dtype]}-{self.device}"
 
     def describe(self) -> dict:
         d = {"name": "torch", "device": self.device, "dtype": self.dtype, "path": self.path, "reason": self.reason,

@@ -116,6 +116,11 @@ class TTNNBackend:
         return BackendResult(chunk, actions, int(inputs.input_ids.shape[1]), inputs.prompt_tokens,
                              inputs.noise_source, inputs.seed, timing)
 
+    @property
+    def stage(self) -> str:
+        # Stage 1 = every op a TT-NN op (the persistent-megakernel denoise would be stage 2); a mock runs untraced
+        return "stage1-ttnn-mock-untraced" if self.mock else "stage1-ttnn-traces"
+
     def describe(self) -> dict:
         return {"name": "ttnn", "device": "mock-p150" if self.mock else "p150a", "dtype": self.policy_settings.dtype_policy,
                 "policy": self.policy_settings.to_dict(), "traced": not self.mock, "mock": self.mock,

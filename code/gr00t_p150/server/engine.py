@@ -252,6 +252,7 @@ class Engine:
             "version": c.version,
             "model": MODEL_NAMES[c.version],
             "ready": self.ready,
+            "stage": self.backend.stage if self.backend else None,
             "contract": contract(c, lay, *self.backend.action_shape) if self.backend else None,
             "weights": self.weights.to_dict() if self.weights else None,
             "backend": {**(self.backend.describe() if self.backend else {}), "selection": self.backend_choice},

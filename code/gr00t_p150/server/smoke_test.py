@@ -52,7 +52,8 @@ def run_checks(url: str) -> list[tuple[str, bool, str]]:
     checks.append(("health", status == 200 and health.get("status") == "ok", f"{status} {health}"))
     status, info = call(url, "/info")
     gate = (info.get("fidelity") or {}).get("pcc_min", 0.999)
-    checks.append(("info", status == 200 and "contract" in info, f"{status} version={info.get('version')}"))
+    checks.append(("info", status == 200 and "contract" in info and bool(info.get("stage")),
+                   f"{status} version={info.get('version')} stage={info.get('stage')}"))
     status, demo = call(url, "/demo")
     if status != 200:
         checks.append(("demo", False, f"GET /demo -> {status}"))
@@ -93,7 +94,8 @@ def main() -> int:
     passed = sum(ok for _, ok, _ in checks)
     verdict = "PASS" if passed == len(checks) else "FAIL"
     demo = next((d for n, _, d in checks if n == "demo_round_trip"), "")
-    print(f"{verdict} smoke_test {args.url}: {passed}/{len(checks)} checks ({demo})")
+    stage = next((d.split("stage=", 1)[1] for n, _, d in checks if n == "info" and "stage=" in d), "unknown")
+    print(f"{verdict} smoke_test {args.url}: {passed}/{len(checks)} checks (stage {stage}; {demo})")
     return 0 if verdict == "PASS" else 1
 
 

@@ -80,6 +80,7 @@ def test_droid_info_contract(n17):
     assert c["images"]["frames_per_camera"] == 2 and c["images"]["width_over_height"] == [1.686, 1.814]
     assert c["instruction"]["max_tokens"] == 51 and c["noise"]["shape"] == [40, 132] and c["noise"]["default_seed"] == 42
     assert info["fidelity"]["passed"] and info["fidelity"]["golden"] == "shipped"
+    assert info["stage"] == "reference-fp32-cpu"
 
 
 DROID_CASES = {
@@ -132,6 +133,7 @@ def test_smoke_test_passes_against_a_live_n17_server(n17_env, tmp_path):
         out = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
+        assert "(stage reference-fp32-cpu;" in out.stdout, out.stdout
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -80,6 +80,7 @@ def test_smoke_test_passes(live_server):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("PASS smoke_test") and proc.stdout.count("\n") == 1
+    assert "(stage reference-fp32-cpu; PCC 1.000000" in proc.stdout, proc.stdout  # what is served, as /info says
 
 
 def test_eight_concurrent_clients_get_their_own_sequential_answers(live_server, request_body):

@@ -58,6 +58,7 @@ def test_a_server_on_the_fast_path_boots_through_the_gate(server_env, monkeypatc
         info = c.get("/info").json()
         response = c.post("/predict", json=c.get("/demo").json()["request"])
     assert info["backend"]["path"] == "fast" and info["backend"]["is_fp32_reference"] is False
+    assert info["stage"] == "fast-fp32-cpu"
     f = info["fidelity"]
     assert f["passed"] and f["pcc"] > 0.99999
     assert max(g["max_abs"] for g in f["per_group"].values()) < 1e-3  # physical units, vs the shipped golden
@@ -78,3 +79,11 @@ def gr1_observation():
     from models.experimental.gr00t.common.observation import parse_observation
 
     return parse_observation(load_demo_request("n15"), GR1)
+
+
+def test_the_stage_names_what_a_cuda_bf16_server_would_serve():
+    from gr00t_p150.backends.torch_backend import TorchBackend
+
+    backend = object.__new__(TorchBackend)  # the naming only: this machine has no CUDA device to load onto
+    backend.path, backend.dtype, backend.device = "fast", "bfloat16", "cuda"
+    assert backend.stage == "fast-bf16-cuda"
