@@ -25,6 +25,15 @@ from .errors import error_body, input_error_response, register
 from .schemas import PredictRequest, PredictResponse
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
+
+def demo_note() -> str:
+    from models.experimental.gr00t.common.quality import GOLDEN_FP32_ATOL, GOLDEN_FP32_GROUP_PCC_MIN  # noqa: PLC0415
+
+    return ("POST `request` to /predict; its actions equal `expected` up to the backend's precision. On the fp32 CPU "
+            "reference they are bit-identical on the machine and software that computed `expected`, and within "
+            f"max |d| {GOLDEN_FP32_ATOL:g} and PCC {GOLDEN_FP32_GROUP_PCC_MIN} per action group on another CPU "
+            "(other ISAs pick other fp32 kernels).")
+
 __all__ = ["app", "create_app", "load_config", "load_demo_request", "parse_mesh_shape"]
 
 log = logging.getLogger("gr00t_p150")
@@ -145,8 +154,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
                 "expected": {"actions": golden["actions"], "action_pred_normalized": golden["action_pred_normalized"]},
                 "expected_source": engine.golden_source,
                 "expected_weights": golden.get("weights"),
-                "note": "POST `request` to /predict; its actions equal `expected` up to the backend's precision "
-                        "(bit-identical on the fp32 CPU reference)."}
+                "note": demo_note()}
 
     @app.get("/v1/models")
     async def models(request: Request):

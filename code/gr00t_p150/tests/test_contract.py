@@ -107,9 +107,12 @@ def test_health_info_demo_and_models(client, server_config):
     assert info["contract"]["instruction"]["max_tokens"] == 102
     assert info["weights"]["synthetic"] is True and info["weights"]["source"] == "synthetic:tiny"
     assert info["backend"]["name"] == "torch" and info["backend"]["device"] == "cpu"
+    assert info["stage"] == "reference-fp32-cpu"  # top level, as the published package's /info has it
     assert info["fidelity"]["passed"] is True and info["fidelity"]["golden"] == "shipped"
     assert info["fidelity"]["pcc"] >= server_config.warmup_pcc_min
     assert info["warmup"]["runs"] == server_config.warmup_runs and info["warmup"]["median_ms"] > 0
+    note = client.get("/demo").json()["note"]  # says what is true across machines: the rule of common/quality.py
+    assert "bit-identical on the machine and software that computed `expected`" in note and "1e-05" in note
     models = client.get("/v1/models").json()
     assert models["data"] and models["data"][0]["id"] == "GR00T-N1.5-3B-p150"
     json.dumps(info)  # JSON-serialisable throughout
