@@ -22,7 +22,16 @@ class BackendResult:
 
 
 class Backend(Protocol):
+    """Everything the engine uses; ``close`` runs at shutdown on the thread that owns the device."""
+
     name: str
+    mock: bool  # a mock device: ops validated, nothing computed (the gate is skipped)
+    is_reference: bool  # this backend is the fp32 CPU reference (its answer is the golden)
+    reference_policy: Any  # an fp32 reference sharing this backend's weights, or None
+
+    @property
+    def action_shape(self) -> tuple[int, int]:
+        """(horizon, action_dim) of the model-space chunk."""
 
     def predict(self, observation: Any, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> BackendResult:
@@ -35,3 +44,6 @@ class Backend(Protocol):
 
     def describe(self) -> dict:
         """Backend, device, dtype policy and why they were chosen (for /info)."""
+
+    def close(self) -> None:
+        """Release what the backend holds (traces, device, weights); safe to call twice."""

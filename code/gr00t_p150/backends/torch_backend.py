@@ -48,6 +48,7 @@ DTYPE_WORDS = {"float32": "fp32", "bfloat16": "bf16"}
 
 class TorchBackend:
     name = "torch"
+    mock = False
 
     def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str,
                  path: str | None = None):
@@ -100,6 +101,14 @@ class TorchBackend:
     @property
     def stage(self) -> str:
         return f"{self.path}-{DTYPE_WORDS[self.dtype]}-{self.device}"
+
+    def close(self) -> None:
+        """Drop the weights (and, on CUDA, the graphs and cached blocks they held)."""
+        import torch  # noqa: PLC0415
+
+        self.policy = self.reference_policy = None
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
 
     def describe(self) -> dict:
         d = {"name": "torch", "device": self.device, "dtype": self.dtype, "path": self.path, "reason": self.reason,

@@ -62,7 +62,9 @@ class TTNNBackend:
     def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
                  weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,
                  reason: str, log: Callable[[str], None]):
-        if version != "n15":
+        from models.experimental.gr00t.common.versions import get_spec  # noqa: PLC0415
+
+        if not get_spec(version).ttnn:
             raise TTNNBackendError(f"GR00T_VERSION={version}: the TT-NN port serves N1.5 (GR1) only; "
                                    "use GR00T_BACKEND=torch for N1.7")
         from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
@@ -98,6 +100,17 @@ class TTNNBackend:
         return h.action_horizon, h.action_dim
 
     is_reference = False
+    reference_policy = None
+
+    def close(self) -> None:
+        """Release the traces, then close the device (the mock too)."""
+        from models.experimental.gr00t.tt.runner import close_model_device  # noqa: PLC0415
+
+        if self.device is None:
+            return
+        self.policy.runner.release()
+        close_model_device(self.device)
+        self.device = None
 
     def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> BackendResult:
         from models.experimental.gr00t.reference.torch_policy import Stopwatch  # noqa: PLC0415

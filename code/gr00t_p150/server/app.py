@@ -20,8 +20,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from .demo import load_demo_request
-from .engine import MODEL_NAMES, BootError, Engine
-from .errors import error_body, input_error_response, register
+from .contract import model_name
+from .engine import BootError, Engine
+from .errors import NonFiniteActions, RequestRefused, error_body, as_request_refused, register
 from .schemas import PredictRequest, PredictResponse
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
@@ -80,12 +81,19 @@ def _setup_logging() -> None:
         log.propagate = False
 
 
+def _release(engine: Engine | None) -> None:
+    """A failed boot still closes what it opened (e.g. a TT device whose warm-up missed the gate)."""
+    if engine is not None:
+        engine.shutdown()
+
+
 def create_app(config: ServerConfig | None = None) -> FastAPI:
     limits = {"max_body_bytes": 64 * 2**20}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         _setup_logging()
+        engine = None
         try:
             cfg = config or load_config()
             limits["max_body_bytes"] = cfg.max_body_bytes
@@ -94,9 +102,11 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             await engine.start()
         except (SettingError, BootError) as exc:
             log.error("Boot failed: %s", exc)
+            _release(engine)
             raise BootError(str(exc)) from None
         except Exception as exc:  # e.g. a bad tokenizer directory found during warm-up: still one clear line
             log.error("Boot failed: %s: %s", type(exc).__name__, exc)
+            _release(engine)
             raise BootError(f"{type(exc).__name__}: {exc}") from exc
         try:
             yield
@@ -118,17 +128,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     async def predict(body: PredictRequest, request: Request):
         t0 = time.perf_counter()
         engine = engine_of(request)
-        from models.experimental.gr00t.common.errors import InputError  # noqa: PLC0415
-
-        try:
-            obs = await run_in_threadpool(_decode, engine, body)
-            t_decode = time.perf_counter()
-            result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype)
-        except InputError as exc:
-            return input_error_response(exc)
+        obs = await run_in_threadpool(_decode, engine, body)
+        t_decode = time.perf_counter()
+        result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype)
         response = _response(engine, body, obs, result)
-        if response is None:
-            return error_body(500, None, "the model produced non-finite actions; see the server log")
         timing = {"decode": (t_decode - t0) * 1e3, **{k: v for k, v in result.timing_ms.items() if "." not in k}}
         timing["total"] = (time.perf_counter() - t0) * 1e3
         response["timing_ms"] = {k: round(v, 3) for k, v in timing.items()}
@@ -160,7 +163,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     async def models(request: Request):
         engine = getattr(request.app.state, "engine", None)
         version = engine.config.version if engine else "unknown"
-        return {"object": "list", "data": [{"id": MODEL_NAMES.get(version, "GR00T"), "object": "model",
+        return {"object": "list", "data": [{"id": model_name(version), "object": "model",
                                             "owned_by": "nvidia", "ready": bool(engine and engine.ready)}]}
 
     return app
@@ -168,23 +171,23 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
 def _decode(engine: Engine, body: PredictRequest):
     """Request → ``Observation``: every field checked against the served layout, images decoded."""
-    from models.experimental.gr00t.common.errors import InputError  # noqa: PLC0415
-    from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
+    from models.experimental.gr00t.common.observation import parse_observation
 
     if body.embodiment is not None and body.embodiment != engine.layout.embodiment:
-        raise InputError("embodiment", f"unknown embodiment {body.embodiment!r}; this server serves {engine.layout.embodiment!r}")
+        raise RequestRefused("embodiment",
+                             f"unknown embodiment {body.embodiment!r}; this server serves {engine.layout.embodiment!r}")
     if body.noise is not None and body.seed is not None:
-        raise InputError("noise", "give either noise or seed, not both")
-    return parse_observation(body.model_dump(include={"images", "state", "instruction"}), engine.layout)
+        raise RequestRefused("noise", "give either noise or seed, not both")
+    with as_request_refused():
+        return parse_observation(body.model_dump(include={"images", "state", "instruction"}), engine.layout)
 
 
-def _response(engine: Engine, body: PredictRequest, obs, result) -> dict | None:
-    import numpy as np  # noqa: PLC0415
+def _response(engine: Engine, body: PredictRequest, obs, result) -> dict:
+    import numpy as np
 
     lay = engine.layout
     if not all(np.isfinite(a).all() for a in result.actions.values()):
-        log.error("non-finite actions for a request (seed=%s, noise_source=%s)", result.seed, result.noise_source)
-        return None
+        raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
     weights, backend = engine.weights, engine.backend.describe()  # described once per response
     out = {
         "actions": {k: v.tolist() for k, v in result.actions.items()},
@@ -195,7 +198,7 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict | None:
         "embodiment": lay.embodiment,
         "embodiment_id": lay.embodiment_id,
         "version": engine.config.version,
-        "model": MODEL_NAMES[engine.config.version],
+        "model": model_name(engine.config.version),
         "layout": lay.name,
         "images": obs.received_hw(),
         "seq_len": result.seq_len,

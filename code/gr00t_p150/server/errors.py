@@ -5,6 +5,8 @@ before the model is ready, 500 (logged) for anything unexpected."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,6 +14,35 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 log = logging.getLogger("gr00t_p150")
+
+
+class BootError(RuntimeError):
+    """The server must not start; the message says why."""
+
+
+class RequestRefused(Exception):
+    """A request the port's validation refused (its ``InputError``), as the server raises it -> 400.
+
+    The port's own error type is not imported here: importing the app must not import the port."""
+
+    def __init__(self, field: str, rule: str):
+        super().__init__(f"{field}: {rule}")
+        self.field, self.rule = field, rule
+
+
+@contextmanager
+def as_request_refused() -> Iterator[None]:
+    """Raise the port's ``InputError`` as ``RequestRefused`` (imported here, when a request is served)."""
+    from models.experimental.gr00t.common.errors import InputError
+
+    try:
+        yield
+    except InputError as exc:
+        raise RequestRefused(exc.field, exc.rule) from None
+
+
+class NonFiniteActions(RuntimeError):
+    """The model produced NaN or infinite actions for a request -> 500, logged."""
 
 
 def error_body(status: int, field: str | None, rule: str, **extra) -> JSONResponse:
@@ -41,6 +72,15 @@ def register(app: FastAPI) -> None:
                    for e in errors[:20]]
         return error_body(400, field, first.get("msg", "invalid value"), errors=details)
 
+    @app.exception_handler(RequestRefused)
+    async def _refused(_: Request, exc: RequestRefused) -> JSONResponse:
+        return error_body(400, exc.field, exc.rule)
+
+    @app.exception_handler(NonFiniteActions)
+    async def _non_finite(_: Request, exc: NonFiniteActions) -> JSONResponse:
+        log.error("non-finite actions for a request (%s)", exc)
+        return error_body(500, None, "the model produced non-finite actions; see the server log")
+
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
         return error_body(exc.status_code, None, str(exc.detail))
@@ -49,8 +89,3 @@ def register(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_body(500, None, f"internal error ({type(exc).__name__}); see the server log")
-
-
-def input_error_response(exc) -> JSONResponse:
-    """An ``InputError`` from the port's validation → 400."""
-    return error_body(400, exc.field, exc.rule)

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Server configuration from the environment, read once at boot into one frozen object.
 
-Every bad value fails at boot with the variable's name. Nothing here imports torch, ttnn or the port.
+Every bad value fails at boot with the variable's name. Importing this imports nothing of torch, ttnn or
+the port; reading the configuration consults the port's import-light tables (``common/versions.py``,
+``tt/policy.py``), so no value is copied here.
 """
 
 from __future__ import annotations
@@ -12,17 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-VERSIONS = ("n15", "n17")
-DEFAULT_LAYOUT = {"n15": "gr1", "n17": "droid"}
-DEFAULT_EMBODIMENT = {"n15": "gr1", "n17": "oxe_droid_relative_eef_relative_joint"}
-# Pinned weights, duplicated here as plain strings so that reading the configuration imports nothing
-# heavy; a test asserts they equal common.configs.HF_REPOS / HF_SNAPSHOT_SHAS.
-HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B", "n17": "nvidia/GR00T-N1.7-3B"}
-HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e", "n17": "2fc962b973bccdd5d8ce4f67cc63b264d6886495"}
 BACKENDS = ("auto", "torch", "ttnn")
-# TT-NN precision policy and trace layout (tt/policy.py; duplicated as strings, a test keeps them equal).
-TT_POLICIES = ("mixed_dit", "bf16")
-TT_TRACE_LAYOUTS = ("per_stage",)
 TORCH_DEVICES = ("auto", "cpu", "cuda")
 TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (checked when the device is known)
 # auto: the fast path on CUDA; on the CPU the fp32 reference itself (it is the golden the boot gate
@@ -100,15 +92,19 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
 
 def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
     """Read the configuration (``os.environ`` by default). ``GR00T_VERSION`` is never guessed."""
+    from models.experimental.gr00t.common.versions import SPECS
+    from models.experimental.gr00t.tt.policy import DTYPE_POLICIES, TRACE_LAYOUTS
+
     env = os.environ if env is None else env
-    version = _choice(env, "GR00T_VERSION", None, VERSIONS)
-    layout = env.get("GR00T_LAYOUT", DEFAULT_LAYOUT[version])
-    if layout != DEFAULT_LAYOUT[version]:
-        raise SettingError(f"GR00T_LAYOUT={layout!r}: version {version} serves layout {DEFAULT_LAYOUT[version]!r}")
-    embodiment = env.get("GR00T_EMBODIMENT", DEFAULT_EMBODIMENT[version])
-    if embodiment != DEFAULT_EMBODIMENT[version]:
-        raise SettingError(f"GR00T_EMBODIMENT={embodiment!r}: layout {layout!r} serves {DEFAULT_EMBODIMENT[version]!r}")
-    revision = env.get("TT_WEIGHTS_REVISION", HF_SNAPSHOT_SHAS[version])
+    version = _choice(env, "GR00T_VERSION", None, tuple(SPECS))
+    spec = SPECS[version]
+    layout = env.get("GR00T_LAYOUT", spec.layout)
+    if layout != spec.layout:
+        raise SettingError(f"GR00T_LAYOUT={layout!r}: version {version} serves layout {spec.layout!r}")
+    embodiment = env.get("GR00T_EMBODIMENT", spec.embodiment)
+    if embodiment != spec.embodiment:
+        raise SettingError(f"GR00T_EMBODIMENT={embodiment!r}: layout {layout!r} serves {spec.embodiment!r}")
+    revision = env.get("TT_WEIGHTS_REVISION", spec.revision)
     if not re.fullmatch(r"[0-9a-f]{40}", revision):
         raise SettingError(f"TT_WEIGHTS_REVISION={revision!r}: expected a 40-hex commit sha")
     weights = env.get("GR00T_WEIGHTS", "hub")
@@ -132,15 +128,15 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         embodiment=embodiment,
         layout=layout,
         weights=weights,
-        weights_repo=HF_REPOS[version],
+        weights_repo=spec.hf_repo,
         weights_revision=revision,
         backend=_choice(env, "GR00T_BACKEND", "auto", BACKENDS),
         torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
         torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "float32", TORCH_DTYPES),
         torch_path=parse_torch_path(env),
         mesh_shape=parse_mesh_shape(env.get("TT_MESH_SHAPE", "1x1")),
-        tt_policy=_choice(env, "GR00T_POLICY", "mixed_dit", TT_POLICIES),
-        tt_trace_layout=_choice(env, "GR00T_TRACE_LAYOUT", "per_stage", TT_TRACE_LAYOUTS),
+        tt_policy=_choice(env, "GR00T_POLICY", "mixed_dit", DTYPE_POLICIES),
+        tt_trace_layout=_choice(env, "GR00T_TRACE_LAYOUT", "per_stage", TRACE_LAYOUTS),
         tt_cache=Path(env.get("GR00T_TT_CACHE") or cache / "tt"),
         tt_mock=_choice(env, "GR00T_TT_MOCK", "0", ("0", "1")) == "1",
         warmup_runs=_int(env, "GR00T_WARMUP_RUNS", 3, 1, 1000),

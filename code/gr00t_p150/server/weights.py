@@ -17,12 +17,6 @@ from pathlib import Path
 
 from .settings import ServerConfig
 
-# Files the server needs from a snapshot (the manifests' allow_patterns).
-ALLOW_PATTERNS = {
-    "n15": ["model-*.safetensors", "model.safetensors.index.json", "config.json", "experiment_cfg/metadata.json", "LICENSE"],
-    "n17": ["model-*.safetensors", "model.safetensors.index.json", "config.json", "processor_config.json",
-            "statistics.json", "embodiment_id.json", "LICENSE"],
-}
 SYNTHETIC_SEED = 0
 
 
@@ -103,9 +97,10 @@ def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> 
 
 def _from_hub(config: ServerConfig, log: Callable[[str], None]) -> Path:
     from huggingface_hub import snapshot_download  # noqa: PLC0415
+    from models.experimental.gr00t.common.versions import SPECS  # noqa: PLC0415
 
     kwargs = {"repo_id": config.weights_repo, "revision": config.weights_revision,
-              "allow_patterns": ALLOW_PATTERNS[config.version]}
+              "allow_patterns": list(SPECS[config.version].allow_patterns)}
     try:
         return Path(snapshot_download(**kwargs, local_files_only=True))
     except Exception:  # noqa: BLE001 - not cached (huggingface_hub raises several types here)

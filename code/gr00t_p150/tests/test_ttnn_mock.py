@@ -89,3 +89,37 @@ def test_without_a_device_the_ttnn_backend_names_the_cause(server_env, tmp_path)
                           env={**inherited, **env, "PYTHONPATH": str(CODE)}, capture_output=True, text=True, timeout=300)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("BootError:")]
     assert len(lines) == 1 and "no Tenstorrent device" in lines[0], proc.stdout + proc.stderr
+
+
+SHUTDOWN_PROBE = """
+import json
+from fastapi.testclient import TestClient
+from gr00t_p150.server.app import create_app
+from gr00t_p150.server.settings import load_config
+from models.experimental.gr00t.tt import runner
+
+calls = []
+release, close = runner.TTRunner.release, runner.close_model_device
+runner.TTRunner.release = lambda self: (calls.append("release traces"), release(self))[1]
+runner.close_model_device = lambda device: (calls.append("close device"), close(device))[1]
+with TestClient(create_app(load_config())) as client:
+    assert client.get("/health").json()["status"] == "ok"
+    engine = client.app.state.engine
+    before = list(calls)
+backend = engine.backend
+backend.close()  # a second close is a no-op
+print(json.dumps({"before": before, "after": calls, "device": backend.device, "traces": len(backend.policy.runner.traces)}))
+"""
+
+
+def test_shutdown_releases_the_traces_and_closes_the_device(server_env, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GR00T_", "TT_"))}
+    env |= {**server_env, "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1", "GR00T_CACHE": str(tmp_path),
+            "PYTHONPATH": str(CODE)}
+    proc = subprocess.run([sys.executable, "-c", SHUTDOWN_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["before"] == []  # nothing released while serving
+    assert out["after"] == ["release traces", "close device"]  # once, at shutdown, in that order
+    assert out["device"] is None and out["traces"] == 0
+    assert "Backend closed: ttnn" in proc.stderr

@@ -111,3 +111,19 @@ def test_bad_requests_do_not_change_later_answers(client, demo, request_body, re
     actions = client.post("/predict", json=request_body).json()["actions"]
     assert actions == reference_answer["actions"]
     assert_matches_golden(actions, demo["expected"]["actions"])
+
+
+def test_non_finite_actions_from_the_model_are_a_500_and_the_server_goes_on(client, request_body, monkeypatch):
+    backend = client.app.state.engine.backend
+    honest = backend.predict
+
+    def poisoned(*args, **kwargs):
+        result = honest(*args, **kwargs)
+        result.actions[next(iter(result.actions))][0, 0] = np.nan
+        return result
+
+    monkeypatch.setattr(backend, "predict", poisoned)
+    r = client.post("/predict", json=request_body)
+    assert r.status_code == 500 and "non-finite actions" in r.json()["error"]["message"]
+    monkeypatch.undo()
+    assert client.post("/predict", json=request_body).status_code == 200

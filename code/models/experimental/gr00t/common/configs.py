@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .versions import SPECS
 
-HF_REPOS = {"n15": "nvidia/GR00T-N1.5-3B", "n17": "nvidia/GR00T-N1.7-3B"}
-HF_SNAPSHOT_SHAS = {"n15": "869830fc749c35f34771aa5209f923ac57e4564e", "n17": "2fc962b973bccdd5d8ce4f67cc63b264d6886495"}
+HF_REPOS = {v: s.hf_repo for v, s in SPECS.items()}
+HF_SNAPSHOT_SHAS = {v: s.revision for v, s in SPECS.items()}
 
 # Qwen3 / Eagle 2.5 token ids (Qwen3's tokenizer_config.json, NVIDIA's Eagle added_tokens.json); the tokenizer
 # tests pin them against the BPE files.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ConfigError
+from .versions import SPECS
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ DROID = Layout(
 )
 
 LAYOUTS = {GR1.name: GR1, DROID.name: DROID}
-DEFAULT_LAYOUT = {"n15": "gr1", "n17": "droid"}
+DEFAULT_LAYOUT = {v: s.layout for v, s in SPECS.items()}  # the layout each version serves
 
 
 def get_layout(name: str) -> Layout:

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError, InputError
+from .versions import SPECS
 
 # Qwen3's added tokens (ids 151643–151668; special flag as in Qwen3's tokenizer_config.json).
 QWEN3_ADDED_TOKENS = [
@@ -46,7 +47,7 @@ EAGLE_TOKENS = ["<IMG_CONTEXT>", "<img>", "</img>", "<box>", "</box>", "<quad>",
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 _IMAGE_PLACEHOLDER = re.compile(r"<(?:image|video)-\d+>")
-TOKENIZER_ENV = {"n15": "GR00T_TOKENIZER_DIR_N15", "n17": "GR00T_TOKENIZER_DIR_N17"}
+TOKENIZER_ENV = {v: s.tokenizer_env for v, s in SPECS.items()}  # a local tokenizer directory per version
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
 

@@ -24,6 +24,17 @@ GOLDEN_FP32_ATOL = 1e-5  # max |d|, action units (and normalised units for the m
 GOLDEN_FP32_GROUP_PCC_MIN = 0.999999
 GOLDEN_PCC_SPREAD_MIN = 1e-3
 
+# A served backend vs the fp32 reference golden (the boot gate, and the p150a stage tests): per action
+# group, PCC must reach SERVE_GROUP_PCC_MIN wherever the golden chunk varies by more than
+# SERVE_GROUP_SPREAD_MIN (action units); a near-constant group's PCC measures noise, so it is only
+# reported (as the published packages do). The fp32 reference meets it exactly; bf16 and TT-NN paths
+# must earn it. TT_STAGE_PCC_GATES: the per-module PCC floors the p150a stage tests (tests/pcc) hold the
+# TT-NN port to.
+SERVE_GROUP_PCC_MIN = 0.9999
+SERVE_GROUP_SPREAD_MIN = 0.2
+TT_STAGE_PCC_GATES = {"vit_block_first": 0.9999, "vision_features": 0.993, "backbone_features": 0.995,
+                      "vl_embs": 0.991, "action_pred": SERVE_GROUP_PCC_MIN}
+
 
 def _f64(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):

@@ -26,9 +26,8 @@ import torch
 from safetensors.torch import save_file
 
 from .checkpoint import INDEX_FILE
-from .configs import Gr00tN15Config
-from .configs_n17 import Gr00tN17Config
 from .layouts import DROID, GR1, Layout
+from .versions import SPECS, load
 from .weights import TensorSpec, inventory
 
 SYNTHETIC_MARKER = "SYNTHETIC.json"
@@ -165,10 +164,9 @@ def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max
                      version: str = "n15", log: Callable[[str], None] | None = None) -> Path:
     """Write a synthetic checkpoint of ``version`` (n15 or n17) to ``out`` and return its path."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    config_cls = {"n15": Gr00tN15Config, "n17": Gr00tN17Config}.get(version)
-    if config_cls is None:
+    if version not in SPECS:
         raise ValueError(f"unknown version {version!r}")
-    config = config_cls.preset(scale)
+    config = load(SPECS[version].config_cls).preset(scale)
     specs = inventory(config)
     shards = plan_shards(specs, max_shard_bytes or DEFAULT_SHARD_BYTES[scale])
     out = Path(out)

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 from ..common.errors import ConfigError
-from ..common.layouts import DEFAULT_LAYOUT
-
-MODEL_TYPES = {"gr00t_n1_5": "n15", "Gr00tN1d7": "n17"}
+from ..common.versions import get_spec, load, spec_for_model_type
 
 
 def checkpoint_version(directory: str | Path) -> str:
@@ -18,9 +16,7 @@ def checkpoint_version(directory: str | Path) -> str:
         model_type = json.loads(path.read_text()).get("model_type")
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not found or not JSON ({exc.__class__.__name__})") from None
-    if model_type not in MODEL_TYPES:
-        raise ConfigError(f"{path}: model_type {model_type!r} is not a supported GR00T version ({sorted(MODEL_TYPES)})")
-    return MODEL_TYPES[model_type]
+    return spec_for_model_type(model_type, path).name
 
 
 def load_reference_policy(directory: str | Path, version: str | None = None, layout: str | None = None,
@@ -29,11 +25,8 @@ def load_reference_policy(directory: str | Path, version: str | None = None, lay
     found = checkpoint_version(directory)
     if version is not None and version != found:
         raise ConfigError(f"{directory}: holds a {found} checkpoint, but {version} was requested")
-    if found == "n15":
-        from .torch_policy import ReferencePolicy as cls  # noqa: PLC0415
-    else:
-        from .torch_policy_n17 import ReferencePolicyN17 as cls  # noqa: PLC0415
-    return cls.from_checkpoint(directory, layout=layout or DEFAULT_LAYOUT[found], device=device)
+    spec = get_spec(found)
+    return load(spec.policy_cls).from_checkpoint(directory, layout=layout or spec.layout, device=device)
 
 
 def fast_policy_from_reference(ref, *, device: str = "cpu", dtype: str = "float32", pad: bool | None = None,
@@ -48,11 +41,8 @@ def fast_policy_from_reference(ref, *, device: str = "cpu", dtype: str = "float3
 
     from .fast_cuda import to_mixed_precision  # noqa: PLC0415
     from .fast_dit import StepTables  # noqa: PLC0415
-    from .fast_policy import FastPolicy  # noqa: PLC0415
-    from .fast_policy_n17 import FastPolicyN17  # noqa: PLC0415
-    from .torch_policy_n17 import ReferencePolicyN17  # noqa: PLC0415
 
-    cls = FastPolicyN17 if isinstance(ref, ReferencePolicyN17) else FastPolicy
+    cls = load(get_spec(ref.config.version).fast_cls)
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     options = {"pad": cuda if pad is None else pad, "fuse": cuda if fuse is None else fuse,

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from models.experimental.gr00t.common.quality import max_abs_diff, pcc
+from models.experimental.gr00t.common.quality import (SERVE_GROUP_SPREAD_MIN, TT_STAGE_PCC_GATES, max_abs_diff,
+                                                      pcc)
 from models.experimental.gr00t.tests.device_fixtures import build_policy, observations
 
-GATES = {"vit_block_first": 0.9999, "vision_features": 0.993, "backbone_features": 0.995, "vl_embs": 0.991,
-         "action_pred": 0.9999}
-SPREAD_MIN = 0.2
+GATES = TT_STAGE_PCC_GATES
+SPREAD_MIN = SERVE_GROUP_SPREAD_MIN
 # Reported for every module boundary without a published gate: projector, each DiT evaluation, state token.
 REPORTED = ("vit_embeds", "state_features", "velocity_0", "velocity_1", "velocity_2", "velocity_3")
 
