@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.mark.parametrize("manifest", ["tt-model.yaml", "tt-model.n17.yaml"])
 def test_manifest_verifies(manifest):
-    proc = subprocess.run([sys.executable, str(ROOT / "code/scripts/verify_manifest.py"), str(ROOT / manifest)],
+    proc = subprocess.run([sys.executable, str(ROOT / "code/tools/manifest/verify_manifest.py"), str(ROOT / manifest)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     passed, failed = map(int, re.search(r"verify: (\d+) passed, (\d+) failed", proc.stdout).groups())

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""code/scripts/verify_manifest.py: a well-formed tt-dit-server manifest passes, each broken rule is reported by
+"""code/tools/manifest/verify_manifest.py: a well-formed tt-dit-server manifest passes, each broken rule is reported by
 name with exit 1, and verify lines run against a staged copy of the image's /opt/tt-metal, not this checkout."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,19 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-CODE = Path(__file__).resolve().parents[5]
-TOOL = CODE / "scripts" / "verify_manifest.py"
+from tools.manifest import verify_manifest
+
+CODE = Path(__file__).resolve().parents[3]
+TOOL = CODE / "tools" / "manifest" / "verify_manifest.py"
 SHA = "869830fc749c35f34771aa5209f923ac57e4564e"
-
-
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("verify_manifest", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-verify_manifest = _load_tool()
 
 
 def good_manifest(root: str) -> dict:
@@ -185,7 +176,7 @@ def test_false_line_fails_and_true_line_passes(tmp_path, good, capsys):
 def test_opt_tt_metal_means_the_staged_tree(tmp_path, good, capsys):
     good["verify"] = [
         "from pathlib import Path; assert Path('/opt/tt-metal/gr00t_p150/server/smoke_test.py').is_file()",
-        "from pathlib import Path; assert Path('/opt/tt-metal/scripts/verify_manifest.py').is_file()",
+        "from pathlib import Path; assert Path('/opt/tt-metal/scripts/bench_http.py').is_file()",
         "from pathlib import Path; assert Path('/opt/tt-metal/models/experimental/gr00t/common').is_dir()",
     ]
     good["source"]["extra_code"][0]["paths"] = ["models", "gr00t_p150"]  # scripts/ not shipped this time

@@ -4,6 +4,7 @@
 `verify:` lines against a local copy of the image's code layout.
 
     verify_manifest.py MANIFEST [MANIFEST ...] [--static-only] [-v]
+    python -m tools.manifest.verify_manifest MANIFEST ...   (either way code/ must be on sys.path: the venv's .pth)
 
 Static checks: the Docker-free rules of the schema-5.1 checklist (23 rules, numbers printed with each finding):
 'T' rules are what Tenstorrent's tt-model-manager enforces (src/tt_kernel/container_manifest.py, launchers.py,
@@ -32,9 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from manifest_rules import (  # noqa: E402
+from tools.manifest.manifest_rules import (
     APP_RE,
     CODE_IGNORE,
     DEFAULT_MESH_SHAPE_ENV,
@@ -96,7 +95,7 @@ class Manifest(DocumentChecks):
     def check(self) -> None:
         try:
             doc, duplicates = load_yaml(self.path.read_text())
-        except Exception as exc:  # noqa: BLE001 (yaml.YAMLError, UnicodeDecodeError: both "not YAML")
+        except Exception as exc:  # yaml.YAMLError, UnicodeDecodeError: both "not YAML"
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
             self.error(1, f"not valid YAML: {getattr(exc, 'problem', None) or ' '.join(str(exc).split())}{where}")
