@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 PORT ?= 20000
 GR00T_VERSION ?= n15
 
-.PHONY: venv test test-tt-full demo serve bench-reference bench-backend estimate-tt-accuracy clean-venv
+.PHONY: venv test lint test-tt-full demo serve bench-reference bench-backend estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -32,6 +32,11 @@ $(STAMP): requirements.lock
 # marked slow and kept out).
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# ruff with the rules in pyproject.toml (pycodestyle at 120 columns, pyflakes, bugbear, unused noqa);
+# CI runs it before the tests.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check code
 
 # The full-size N1.5 model through every TT module on the mock P150 (≈7 GB synthetic checkpoint
 # generated into a temporary GR00T_CACHE, converted, run; ~2.5 min, ~7 GB RAM). CI runs it after `test`.

@@ -13,7 +13,8 @@ precision, static shapes, fused projections, per-stage CUDA graphs, CUDA-event s
 from a second load, timed, and compared with the golden (PCC and max |d| per action group, in the
 action unit). Random synthetic weights: the numbers are about speed and fidelity, not a policy.
 
-    bench_backend.py [--version n15|n17] [--device cpu|cuda] [--dtype float32|bfloat16] [--[no-]fuse] [--n 5] [--warmup 1]
+    bench_backend.py [--version n15|n17] [--device cpu|cuda] [--dtype float32|bfloat16] [--[no-]fuse] [--n 5] \
+[--warmup 1]
                      [--threads 2] [--json benchmarks/results/backend_cpu_n15_full.json]
 """
 
@@ -26,13 +27,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_reference import ensure_checkpoint, peak_rss_gib  # noqa: E402
-from gr00t_p150.server.demo import load_demo_request  # noqa: E402
-from models.experimental.gr00t.common.cli import run_cli  # noqa: E402
-from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: E402
-from models.experimental.gr00t.common.observation import parse_observation  # noqa: E402
+from bench_reference import ensure_checkpoint, peak_rss_gib
+from gr00t_p150.server.demo import load_demo_request
+from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+from models.experimental.gr00t.common.observation import parse_observation
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -52,7 +52,7 @@ def summarise(runs: list[tuple[float, dict[str, float]]]) -> dict[str, dict[str,
 
 
 def fidelity(got, want) -> dict:
-    from models.experimental.gr00t.common.quality import max_abs_diff, pcc  # noqa: PLC0415
+    from models.experimental.gr00t.common.quality import max_abs_diff, pcc
 
     return {"action_pred_max_abs": max_abs_diff(got.action_pred, want.action_pred),
             "groups": {k: {"pcc": round(pcc(got.actions[k], want.actions[k]), 7),
@@ -67,7 +67,8 @@ def main() -> int:
     ap.add_argument("--scale", default="full", choices=["tiny", "full"])
     ap.add_argument("--seed", type=int, default=0, help="synthetic weights seed")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--dtype", choices=["float32", "bfloat16"], help="fast path dtype (default: bf16 on cuda, fp32 on cpu)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"],
+                    help="fast path dtype (default: bf16 on cuda, fp32 on cpu)")
     ap.add_argument("--fuse", action=argparse.BooleanOptionalAction, default=None,
                     help="fused QKV / gate-up / K-V projections in the fast path (default: on for cuda, off for cpu)")
     ap.add_argument("--n", type=int, default=5, help="timed calls per path")
@@ -79,8 +80,8 @@ def main() -> int:
     if args.device == "cpu" and dtype != "float32":
         ap.error("--device cpu times the fp32 fast path (it shares the reference's fp32 weights); bf16 is for cuda")
 
-    import torch  # noqa: PLC0415
-    from models.experimental.gr00t.reference.policies import (  # noqa: PLC0415
+    import torch
+    from models.experimental.gr00t.reference.policies import (
         fast_policy_from_reference,
         load_reference_policy,
     )
@@ -133,7 +134,8 @@ def main() -> int:
 
     ref_rows, fast_rows = summarise(ref_runs), summarise(fast_runs)
     result = {
-        "what": f"torch backend, plain reference vs fast path, {args.version} demo request, synthetic {args.scale} weights",
+        "what": f"torch backend, plain reference vs fast path, {args.version} demo request, "
+                f"synthetic {args.scale} weights",
         "command": "code/scripts/bench_backend.py " + " ".join(sys.argv[1:]),
         "version": args.version, "scale": args.scale, "device": args.device, "fast_dtype": dtype,
         "threads": args.threads, "n": args.n, "warmup": args.warmup,

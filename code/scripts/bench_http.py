@@ -55,7 +55,7 @@ def main() -> int:
     for _ in range(args.warmup):
         post(base + "/predict", body)
     client, stages = [], {}
-    for i in range(args.n):
+    for _ in range(args.n):
         t = time.perf_counter()
         r = post(base + "/predict", body)
         client.append((time.perf_counter() - t) * 1e3)
@@ -65,10 +65,11 @@ def main() -> int:
     rows = {"client wall": summary(client), **{f"server {k}": summary(v) for k, v in stages.items()}}
     backend = info.get("backend", {})
     result = {"url": base, "n": args.n, "warmup": args.warmup, "version": info.get("version"),
-              "weights": (info.get("weights") or {}).get("source"), "backend": {k: backend.get(k) for k in ("name", "device", "dtype")},
+              "weights": (info.get("weights") or {}).get("source"),
+              "backend": {k: backend.get(k) for k in ("name", "device", "dtype")},
               "request": "GET /demo request (its explicit noise)", "ms": rows}
-    print(f"{result['version']} on {backend.get('name')}/{backend.get('device')}/{backend.get('dtype')}, weights {result['weights']}: "
-          f"{args.n} sequential requests after {args.warmup} warm-ups")
+    print(f"{result['version']} on {backend.get('name')}/{backend.get('device')}/{backend.get('dtype')}, "
+          f"weights {result['weights']}: {args.n} sequential requests after {args.warmup} warm-ups")
     print(f"{'stage (ms)':<34}{'median':>10}{'p90':>10}{'min':>10}")
     for name, s in rows.items():
         print(f"{name:<34}{s['median']:>10.1f}{s['p90']:>10.1f}{s['min']:>10.1f}")

@@ -21,12 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gr00t_p150.server.demo import load_demo_request  # noqa: E402
-from models.experimental.gr00t.common.cli import run_cli  # noqa: E402
-from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: E402
-from models.experimental.gr00t.common.observation import parse_observation  # noqa: E402
+from gr00t_p150.server.demo import load_demo_request
+from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+from models.experimental.gr00t.common.observation import parse_observation
 
 
 def cache_root() -> Path:
@@ -39,7 +38,7 @@ def ensure_checkpoint(version: str, scale: str, seed: int) -> Path:
         return path
     tmp = path.with_name(path.name + ".partial")
     if tmp.exists():
-        import shutil  # noqa: PLC0415
+        import shutil
 
         shutil.rmtree(tmp)
     script = Path(__file__).with_name("make_synthetic_checkpoint.py")
@@ -64,8 +63,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the results here too")
     args = ap.parse_args()
 
-    import torch  # noqa: PLC0415
-    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
+    import torch
+    from models.experimental.gr00t.reference.policies import load_reference_policy
 
     torch.set_num_threads(args.threads)
     ckpt = ensure_checkpoint(args.version, args.scale, args.seed)
@@ -105,7 +104,8 @@ def main() -> int:
     print(f"{'stage':<14}{'median ms':>12}{'min ms':>12}")
     for name, row in result["stages"].items():
         print(f"{name:<14}{row['median_ms']:>12.1f}{row['min_ms']:>12.1f}")
-    print(f"load {load_s:.1f} s; fp32 weights {result['fp32_weight_gib']:.2f} GiB; peak RSS {result['peak_rss_gib']:.2f} GiB")
+    print(f"load {load_s:.1f} s; fp32 weights {result['fp32_weight_gib']:.2f} GiB; "
+          f"peak RSS {result['peak_rss_gib']:.2f} GiB")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0

@@ -25,12 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_reference import ensure_checkpoint, peak_rss_gib  # noqa: E402
-from gr00t_p150.server.demo import load_demo_request  # noqa: E402
-from models.experimental.gr00t.common.cli import run_cli  # noqa: E402
-from models.experimental.gr00t.tt.mock_runtime import cluster_description_env  # noqa: E402
+from bench_reference import ensure_checkpoint, peak_rss_gib
+from gr00t_p150.server.demo import load_demo_request
+from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.tt.mock_runtime import cluster_description_env
 
 TAPS = ("vision_features", "backbone_features", "vl_embs", "velocity_0", "action_pred")
 
@@ -46,16 +45,16 @@ def main() -> int:
     os.environ.update(cluster_description_env(tempfile.mkdtemp(prefix="gr00t-tt-desc-")))  # before ttnn's import
     os.environ.setdefault("TT_LOGGER_LEVEL", "error")
 
-    import numpy as np  # noqa: PLC0415
-    import torch  # noqa: PLC0415
+    import numpy as np
+    import torch
 
-    from models.experimental.gr00t.common.checkpoint import LazyCheckpoint  # noqa: PLC0415
-    from models.experimental.gr00t.common.normalization import unnormalize  # noqa: PLC0415
-    from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
-    from models.experimental.gr00t.common.quality import max_abs_diff, pcc  # noqa: PLC0415
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy  # noqa: PLC0415
-    from models.experimental.gr00t.tt.golden_ops import golden_tt_model  # noqa: PLC0415
-    from models.experimental.gr00t.tt.policy import TTPolicy  # noqa: PLC0415
+    from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
+    from models.experimental.gr00t.common.normalization import unnormalize
+    from models.experimental.gr00t.common.observation import parse_observation
+    from models.experimental.gr00t.common.quality import max_abs_diff, pcc
+    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy
+    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+    from models.experimental.gr00t.tt.policy import TTPolicy
 
     torch.set_num_threads(args.threads)
     ckpt = ensure_checkpoint("n15", args.scale, 0)
@@ -100,7 +99,8 @@ def main() -> int:
                 "seed": seed,
                 "normalized": {"pcc": round(pcc(chunk_tt[:, :valid], chunk_ref[:, :valid]), 6),
                                "max_abs": round(max_abs_diff(chunk_tt[:, :valid], chunk_ref[:, :valid]), 5)},
-                "groups": {k: {"pcc": round(pcc(act_tt[k], act_ref[k]), 6), "max_abs": round(max_abs_diff(act_tt[k], act_ref[k]), 5),
+                "groups": {k: {"pcc": round(pcc(act_tt[k], act_ref[k]), 6),
+                               "max_abs": round(max_abs_diff(act_tt[k], act_ref[k]), 5),
                                "spread": round(float(np.ptp(act_ref[k])), 4)} for k in layout.action_keys},
                 "taps_pcc": taps,
             })
@@ -120,10 +120,11 @@ def main() -> int:
     keys = layout.action_keys
     print(f"{'policy':<10}{'chunk pcc':>11}{'max|d|':>9}  " + "  ".join(f"{k + ' pcc/max|d|':>24}" for k in keys))
     for name, rows in results.items():
-        med = lambda f: float(np.median([f(r) for r in rows]))  # noqa: E731
-        line = f"{name:<10}{med(lambda r: r['normalized']['pcc']):>11.6f}{med(lambda r: r['normalized']['max_abs']):>9.4f}  "
-        line += "  ".join(f"{med(lambda r, k=k: r['groups'][k]['pcc']):>14.6f}/{med(lambda r, k=k: r['groups'][k]['max_abs']):<9.4f}"
-                          for k in keys)
+        med = lambda f, rows=rows: float(np.median([f(r) for r in rows]))  # noqa: E731
+        line = (f"{name:<10}{med(lambda r: r['normalized']['pcc']):>11.6f}"
+                f"{med(lambda r: r['normalized']['max_abs']):>9.4f}  ")
+        line += "  ".join(f"{med(lambda r, k=k: r['groups'][k]['pcc']):>14.6f}/"
+                          f"{med(lambda r, k=k: r['groups'][k]['max_abs']):<9.4f}" for k in keys)
         print(line)
         print(f"{'':<10}taps pcc: " + ", ".join(f"{t} {med(lambda r, t=t: r['taps_pcc'][t]):.6f}" for t in TAPS))
     if args.json:

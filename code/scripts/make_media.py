@@ -23,15 +23,14 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from PIL import Image  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
+from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gr00t_p150.server.demo import DEMO_DIR, load_demo_request  # noqa: E402
-from models.experimental.gr00t.common.cli import run_cli  # noqa: E402
+from gr00t_p150.server.demo import DEMO_DIR, load_demo_request
+from models.experimental.gr00t.common.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION_NAMES = {"n15": "N1.5", "n17": "N1.7"}
@@ -48,10 +47,10 @@ def save(fig, path: Path) -> None:
 
 def reference_actions(version: str) -> dict[str, np.ndarray]:
     """The fp32 reference policy's actions for the demo request, on synthetic:tiny seed-0 weights."""
-    from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: PLC0415
-    from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
-    from models.experimental.gr00t.common.synthetic import write_checkpoint  # noqa: PLC0415
-    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
+    from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+    from models.experimental.gr00t.common.observation import parse_observation
+    from models.experimental.gr00t.common.synthetic import write_checkpoint
+    from models.experimental.gr00t.reference.policies import load_reference_policy
 
     request = load_demo_request(version)
     with tempfile.TemporaryDirectory(prefix=f"gr00t-{version}-tiny-") as tmp:

@@ -9,17 +9,15 @@ weights (never a policy: the directory is marked SYNTHETIC.json).
 """
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.experimental.gr00t.common.cli import run_cli  # noqa: E402
-from models.experimental.gr00t.common.configs import Gr00tN15Config  # noqa: E402
-from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config  # noqa: E402
-from models.experimental.gr00t.common.errors import Gr00tError  # noqa: E402
-from models.experimental.gr00t.common.synthetic import write_checkpoint  # noqa: E402
-from models.experimental.gr00t.common.weights import inventory  # noqa: E402
+from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
+from models.experimental.gr00t.common.errors import Gr00tError
+from models.experimental.gr00t.common.synthetic import write_checkpoint
+from models.experimental.gr00t.common.weights import inventory
 
 DTYPE_NAMES = {"torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
@@ -31,7 +29,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="directory to write (created)")
     ap.add_argument("--list", action="store_true", help="print the tensor inventory and write nothing")
-    ap.add_argument("--max-shard-bytes", type=int, default=None, help="shard size limit (default: tiny 16 MiB, full 5 GB)")
+    ap.add_argument("--max-shard-bytes", type=int, default=None,
+                    help="shard size limit (default: tiny 16 MiB, full 5 GB)")
     args = ap.parse_args()
     config_cls = {"n15": Gr00tN15Config, "n17": Gr00tN17Config}[args.version]
     specs = inventory(config_cls.preset(args.scale))
@@ -43,7 +42,8 @@ def main() -> int:
         raise Gr00tError("--out DIR is required unless --list is given")
     if args.out.exists() and any(args.out.iterdir()):
         raise Gr00tError(f"--out {args.out} exists and is not empty")
-    write_checkpoint(args.out, scale=args.scale, seed=args.seed, max_shard_bytes=args.max_shard_bytes, version=args.version)
+    write_checkpoint(args.out, scale=args.scale, seed=args.seed, max_shard_bytes=args.max_shard_bytes,
+                     version=args.version)
     return 0
 
 

@@ -12,13 +12,13 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.experimental.gr00t.common.cli import read_json, run_cli  # noqa: E402
-from models.experimental.gr00t.common.errors import InputError  # noqa: E402
-from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: E402
-from models.experimental.gr00t.common.observation import parse_observation  # noqa: E402
-from models.experimental.gr00t.reference.policies import checkpoint_version  # noqa: E402
+from models.experimental.gr00t.common.cli import read_json, run_cli
+from models.experimental.gr00t.common.errors import InputError
+from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+from models.experimental.gr00t.common.observation import parse_observation
+from models.experimental.gr00t.common.policy import result_to_json
+from models.experimental.gr00t.reference.policies import checkpoint_version
 
 
 def main() -> int:
@@ -26,8 +26,10 @@ def main() -> int:
     ap.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (real or synthetic)")
     ap.add_argument("--observation", required=True, type=Path, help="request-shaped JSON: images, state, instruction")
     noise = ap.add_mutually_exclusive_group()
-    noise.add_argument("--noise", type=Path, help="JSON initial noise, [16][32] (N1.5) or [40][132] (N1.7), or {\"noise\": ...}")
-    noise.add_argument("--seed", type=int, help="seed of the CPU noise generator (default: the layout's: 0 gr1, 42 droid)")
+    noise.add_argument("--noise", type=Path,
+                       help="JSON initial noise, [16][32] (N1.5) or [40][132] (N1.7), or {\"noise\": ...}")
+    noise.add_argument("--seed", type=int,
+                       help="seed of the CPU noise generator (default: the layout's: 0 gr1, 42 droid)")
     ap.add_argument("--layout", default=None, help="default: the version's layout (gr1 for N1.5, droid for N1.7)")
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args()
@@ -43,15 +45,16 @@ def main() -> int:
                 raise InputError("noise", "the noise file must hold a [16][32] array or {\"noise\": [16][32]}")
             explicit = explicit["noise"]
 
-    import torch  # noqa: PLC0415 (after argument errors, which should be instant)
-    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
+    import torch  # after argument errors, which should be instant
+    from models.experimental.gr00t.reference.policies import load_reference_policy
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     policy = load_reference_policy(args.checkpoint, version, layout.name)
     result = policy.get_action(obs, noise=explicit, seed=args.seed)
+    answer = result_to_json(result)
     out = {
-        "actions": {k: v.tolist() for k, v in result.actions.items()},
-        "action_pred_normalized": result.action_pred.tolist(),
+        "actions": answer.pop("actions"),
+        "action_pred_normalized": answer.pop("action_pred_normalized"),
         "action_horizon": policy.config.action_head.action_horizon,
         "action_keys": layout.action_keys,
         "action_dims": layout.action_dims,
@@ -59,9 +62,7 @@ def main() -> int:
         "embodiment_id": layout.embodiment_id,
         "version": policy.config.version,
         "layout": layout.name,
-        "seq_len": result.seq_len,
-        "prompt_tokens": result.prompt_tokens,
-        "noise_source": result.noise_source,
+        **answer,  # seq_len, prompt_tokens, noise_source
         "seed": result.seed,
         "noise": result.taps["noise"][0].tolist(),
         "weights": {"checkpoint": str(args.checkpoint), "synthetic": policy.synthetic is not None,

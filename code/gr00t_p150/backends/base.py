@@ -1,24 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The one interface the engine talks to. A backend owns the model and the device; the engine calls it
-from a single thread."""
+"""The one interface the engine talks to, and the one adapter from a ``Policy`` to it. A backend owns the
+model and the device; the engine calls it from a single thread."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
 from typing import Any, Protocol
 
-import numpy as np
-
-
-@dataclass
-class BackendResult:
-    action_pred: np.ndarray  # float32 [horizon, action_dim], normalised model space
-    actions: dict[str, np.ndarray]  # group → float32 [horizon, dim], physical units
-    seq_len: int
-    prompt_tokens: int
-    noise_source: str
-    seed: int | None
-    timing_ms: dict[str, float] = field(default_factory=dict)  # encode / device / decode_actions
+from models.experimental.gr00t.common.policy import Policy, PolicyResult
+from models.experimental.gr00t.common.timing import Stopwatch
 
 
 class Backend(Protocol):
@@ -34,7 +24,7 @@ class Backend(Protocol):
         """(horizon, action_dim) of the model-space chunk."""
 
     def predict(self, observation: Any, *, noise=None, seed: int | None = None,
-                state_dtype: str = "float64") -> BackendResult:
+                state_dtype: str = "float64") -> PolicyResult:
         """Validate and encode (raising ``InputError`` before any device work), run, un-normalise."""
 
     @property
@@ -47,3 +37,25 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release what the backend holds (traces, device, weights); safe to call twice."""
+
+
+class PolicyBackend:
+    """A ``Policy`` (reference, fast path or TT-NN) behind the engine: the one ``predict`` they share."""
+
+    policy: Policy
+
+    def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> PolicyResult:
+        t0 = time.perf_counter()
+        inputs = self.policy.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype)
+        encode = (time.perf_counter() - t0) * 1e3
+        clock = Stopwatch()
+        taps = self.policy.infer(inputs, clock)  # a device policy checks its static shapes before any write
+        laps = dict(clock.ms)
+        encode += laps.pop("host_inputs", 0.0)  # a device policy's last host step (its input tensors)
+        t1 = time.perf_counter()
+        action_pred, actions = self.policy.finish(taps["action_pred"], inputs)
+        timing = {"encode": encode, "device": sum(laps.values()), "decode_actions": (time.perf_counter() - t1) * 1e3,
+                  **{f"device.{k}": v for k, v in laps.items()}}
+        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
+                            seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
+                            prompt_tokens=inputs.prompt_tokens, timing_ms=timing)

@@ -11,15 +11,14 @@ the reference stays available (``reference_policy``) without a second copy of th
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-from .base import BackendResult
+from .base import PolicyBackend
 
 
 def pick_torch_device(requested: str) -> tuple[str, str]:
     """(device, reason) for GR00T_TORCH_DEVICE=auto|cpu|cuda."""
-    import torch  # noqa: PLC0415
+    import torch
 
     if requested == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("GR00T_TORCH_DEVICE=cuda but torch sees no CUDA device")
@@ -46,19 +45,19 @@ def resolve_torch_path(requested: str, device: str, dtype: str) -> tuple[str, st
 DTYPE_WORDS = {"float32": "fp32", "bfloat16": "bf16"}
 
 
-class TorchBackend:
+class TorchBackend(PolicyBackend):
     name = "torch"
     mock = False
 
     def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str,
                  path: str | None = None):
-        import torch  # noqa: PLC0415
-        from models.experimental.gr00t.reference.policies import (  # noqa: PLC0415
+        import torch
+        from models.experimental.gr00t.reference.policies import (
             fast_policy_from_reference,
             load_reference_policy,
         )
 
-        from gr00t_p150.server.settings import parse_torch_path  # noqa: PLC0415
+        from gr00t_p150.server.settings import parse_torch_path
 
         # The engine passes the configured path; a caller that does not gets the same variable's value.
         self.path, path_reason = resolve_torch_path(path or parse_torch_path(os.environ), device, dtype)
@@ -82,29 +81,13 @@ class TorchBackend:
         """True when this backend is the fp32 CPU golden itself."""
         return self.device == "cpu" and self.dtype == "float32" and self.path == "reference"
 
-    def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> BackendResult:
-        from models.experimental.gr00t.reference.torch_policy import Stopwatch  # noqa: PLC0415
-
-        t0 = time.perf_counter()
-        inputs = self.policy.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype)
-        encode = (time.perf_counter() - t0) * 1e3
-        clock = Stopwatch()
-        taps = self.policy.infer(inputs, clock)
-        device_ms = sum(clock.ms.values())
-        t1 = time.perf_counter()
-        action_pred, actions = self.policy.finish(taps["action_pred"], inputs)
-        timing = {"encode": encode, "device": device_ms, "decode_actions": (time.perf_counter() - t1) * 1e3,
-                  **{f"device.{k}": v for k, v in clock.ms.items()}}
-        return BackendResult(action_pred, actions, int(inputs.input_ids.shape[1]), inputs.prompt_tokens,
-                             inputs.noise_source, inputs.seed, timing)
-
     @property
     def stage(self) -> str:
         return f"{self.path}-{DTYPE_WORDS[self.dtype]}-{self.device}"
 
     def close(self) -> None:
         """Drop the weights (and, on CUDA, the graphs and cached blocks they held)."""
-        import torch  # noqa: PLC0415
+        import torch
 
         self.policy = self.reference_policy = None
         if self.device == "cuda":

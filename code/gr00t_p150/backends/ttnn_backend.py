@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import BackendResult
+from .base import PolicyBackend
 
 MOCK_WARNING = ("MOCK DEVICE: the TT-NN ops ran on a mock P150 that validates them but computes nothing; "
                 "these actions are not a policy")
@@ -34,12 +34,12 @@ def mock_root(cache_dir: Path) -> Path:
 
 def prepare_runtime(mock: bool, cache_dir: Path) -> None:
     """Check that ttnn can reach a device (or set up the mock) before ``ttnn`` is first imported."""
-    from models.experimental.gr00t.tt.runner import device_present  # noqa: PLC0415 - no ttnn import
+    from models.experimental.gr00t.tt.runner import device_present  # no ttnn import
 
     if mock:
-        import sys  # noqa: PLC0415
+        import sys
 
-        from models.experimental.gr00t.tt.mock_runtime import MockRuntimeError, build_mock_runtime, mock_env  # noqa: PLC0415
+        from models.experimental.gr00t.tt.mock_runtime import MockRuntimeError, build_mock_runtime, mock_env
 
         if "ttnn" in sys.modules and not os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
             raise TTNNBackendError("GR00T_TT_MOCK=1 but ttnn was already imported for real hardware in this process")
@@ -56,26 +56,27 @@ def prepare_runtime(mock: bool, cache_dir: Path) -> None:
                                "card and its driver, or use GR00T_BACKEND=torch (GR00T_TT_MOCK=1 is a test mode only)")
 
 
-class TTNNBackend:
+class TTNNBackend(PolicyBackend):
     name = "ttnn"
 
     def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
                  weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,
                  reason: str, log: Callable[[str], None]):
-        from models.experimental.gr00t.common.versions import get_spec  # noqa: PLC0415
+        from models.experimental.gr00t.common.versions import get_spec
 
         if not get_spec(version).ttnn:
             raise TTNNBackendError(f"GR00T_VERSION={version}: the TT-NN port serves N1.5 (GR1) only; "
                                    "use GR00T_BACKEND=torch for N1.7")
-        from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
-        from models.experimental.gr00t.tt.policy import TTPolicy  # noqa: PLC0415
-        from models.experimental.gr00t.tt.runner import TTGr00tPolicy, open_model_device  # noqa: PLC0415
+        from models.experimental.gr00t.common.observation import parse_observation
+        from models.experimental.gr00t.tt.policy import TTPolicy
+        from models.experimental.gr00t.tt.runner import open_model_device
+        from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
 
         self.mock, self.reason = mock, reason
         self.policy_settings = TTPolicy(dtype_policy=dtype_policy, trace_layout=trace_layout)
         t0 = time.perf_counter()
-        log(f"Opening device: ttnn {'MOCK P150 (test mode)' if mock else 'p150a'}, mesh {mesh_shape[0]}x{mesh_shape[1]}, "
-            f"policy {dtype_policy}")
+        log(f"Opening device: ttnn {'MOCK P150 (test mode)' if mock else 'p150a'}, "
+            f"mesh {mesh_shape[0]}x{mesh_shape[1]}, policy {dtype_policy}")
         self.device = open_model_device(mesh_shape)
         log(f"Opened {'a MOCK P150' if mock else 'the p150a'} as a {mesh_shape[0]}x{mesh_shape[1]} mesh "
             f"({time.perf_counter() - t0:.1f} s)")
@@ -104,7 +105,7 @@ class TTNNBackend:
 
     def close(self) -> None:
         """Release the traces, then close the device (the mock too)."""
-        from models.experimental.gr00t.tt.runner import close_model_device  # noqa: PLC0415
+        from models.experimental.gr00t.tt.runner import close_model_device
 
         if self.device is None:
             return
@@ -112,30 +113,14 @@ class TTNNBackend:
         close_model_device(self.device)
         self.device = None
 
-    def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> BackendResult:
-        from models.experimental.gr00t.reference.torch_policy import Stopwatch  # noqa: PLC0415
-
-        t0 = time.perf_counter()
-        inputs = self.policy.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype)
-        encode = (time.perf_counter() - t0) * 1e3
-        clock = Stopwatch()
-        action_pred = self.policy.infer(inputs, clock)  # validated against the captured shapes before any write
-        device_ms = sum(v for k, v in clock.ms.items() if k != "host_inputs")
-        t1 = time.perf_counter()
-        chunk, actions = self.policy.finish(action_pred)
-        timing = {"encode": encode + clock.ms.get("host_inputs", 0.0), "device": device_ms,
-                  "decode_actions": (time.perf_counter() - t1) * 1e3,
-                  **{f"device.{k}": v for k, v in clock.ms.items() if k != "host_inputs"}}
-        return BackendResult(chunk, actions, int(inputs.input_ids.shape[1]), inputs.prompt_tokens,
-                             inputs.noise_source, inputs.seed, timing)
-
     @property
     def stage(self) -> str:
         # Stage 1 = every op a TT-NN op (the persistent-megakernel denoise would be stage 2); a mock runs untraced
         return "stage1-ttnn-mock-untraced" if self.mock else "stage1-ttnn-traces"
 
     def describe(self) -> dict:
-        return {"name": "ttnn", "device": "mock-p150" if self.mock else "p150a", "dtype": self.policy_settings.dtype_policy,
+        return {"name": "ttnn", "device": "mock-p150" if self.mock else "p150a",
+                "dtype": self.policy_settings.dtype_policy,
                 "policy": self.policy_settings.to_dict(), "traced": not self.mock, "mock": self.mock,
                 "seq_len_padded": self.policy.model.shapes.seq_len, "programs": self.programs, "reason": self.reason,
                 **({"warning": MOCK_WARNING} if self.mock else {})}

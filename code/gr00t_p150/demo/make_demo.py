@@ -16,7 +16,7 @@ every non-numeric field of ``expected.json`` (fingerprint, seq_len, ...) must be
 actions must be within ``common.quality``'s cross-machine rule of the shipped ones (bit-identical only
 on the machine and software that made them). It prints the max |d| it found.
 
-    python code/gr00t_p150/demo/make_demo.py [--version n15|n17|all] [--check]
+    .venv/bin/python code/gr00t_p150/demo/make_demo.py [--version n15|n17|all] [--check]
 """
 
 import argparse
@@ -25,11 +25,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
+import numpy as np
+from PIL import Image, ImageDraw
 
-import numpy as np  # noqa: E402
-from PIL import Image, ImageDraw  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 INSTRUCTION = {"n15": "pick the pear from the counter and place it in the plate",
                "n17": "Put the blue block in the green bowl"}
@@ -90,12 +89,13 @@ def draw_droid(view: str, t: str) -> Image.Image:
 
 
 def build(out: Path, version: str) -> dict:
-    from models.experimental.gr00t.reference.policies import load_reference_policy  # noqa: PLC0415
-    from gr00t_p150.server.demo import load_demo_request  # noqa: PLC0415
-    from gr00t_p150.server.weights import fingerprint  # noqa: PLC0415
-    from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout  # noqa: PLC0415
-    from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
-    from models.experimental.gr00t.common.synthetic import write_checkpoint  # noqa: PLC0415
+    from models.experimental.gr00t.reference.policies import load_reference_policy
+    from gr00t_p150.server.demo import load_demo_request
+    from gr00t_p150.server.weights import fingerprint
+    from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+    from models.experimental.gr00t.common.observation import parse_observation
+    from models.experimental.gr00t.common.policy import result_to_json
+    from models.experimental.gr00t.common.synthetic import write_checkpoint
 
     (out / "frames").mkdir(parents=True, exist_ok=True)
     if version == "n15":
@@ -113,28 +113,28 @@ def build(out: Path, version: str) -> dict:
     (out / "observation.json").write_text(json.dumps(observation, indent=1) + "\n")
     shape = NOISE_SHAPE[version]
     noise = np.random.default_rng(NOISE_SEED).standard_normal(shape).astype(np.float32)
-    (out / "noise.json").write_text(json.dumps({"_note": f"numpy default_rng({NOISE_SEED}).standard_normal({shape}), float32",
+    (out / "noise.json").write_text(json.dumps({"_note": f"numpy default_rng({NOISE_SEED})."
+                                                         f"standard_normal({shape}), float32",
                                                 "noise": noise.tolist()}) + "\n")
 
     layout = get_layout(DEFAULT_LAYOUT[version])
     request = load_demo_request(out.name, out.parent)
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = write_checkpoint(Path(tmp) / f"{version}-tiny", scale="tiny", seed=0, version=version, log=lambda _: None)
+        ckpt = write_checkpoint(Path(tmp) / f"{version}-tiny", scale="tiny", seed=0, version=version,
+                                log=lambda _: None)
         policy = load_reference_policy(ckpt, version, layout.name)
         result = policy.get_action(parse_observation(request, layout), noise=request["noise"])
         weights = {"source": "synthetic:tiny", "seed": 0, "fingerprint": fingerprint(ckpt, content=True)}
-    expected = {"_note": "fp32 CPU reference (run_reference.py semantics) on GR00T_WEIGHTS=synthetic:tiny; random weights",
-                "weights": weights, "seq_len": result.seq_len, "prompt_tokens": result.prompt_tokens,
-                "noise_source": result.noise_source,
-                "actions": {k: v.tolist() for k, v in result.actions.items()},
-                "action_pred_normalized": result.action_pred.tolist()}
+    expected = {"_note": "fp32 CPU reference (run_reference.py semantics) on GR00T_WEIGHTS=synthetic:tiny; "
+                         "random weights",
+                "weights": weights, **result_to_json(result)}
     (out / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     return expected
 
 
 def compare_expected(fresh: dict, shipped: dict) -> tuple[bool, str]:
     """Fresh vs shipped ``expected.json``: metadata equal, numbers within the cross-machine golden rule."""
-    from models.experimental.gr00t.common.quality import compare_with_golden  # noqa: PLC0415
+    from models.experimental.gr00t.common.quality import compare_with_golden
 
     numeric = ("actions", "action_pred_normalized")
     meta = sorted(k for k in fresh.keys() | shipped.keys() if k not in numeric and fresh.get(k) != shipped.get(k))
@@ -171,7 +171,8 @@ def check(version: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", default="all", choices=["n15", "n17", "all"])
-    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with the shipped files")
+    ap.add_argument("--check", action="store_true",
+                    help="regenerate into a temp dir and compare with the shipped files")
     args = ap.parse_args()
     stale = []
     for version in ("n15", "n17") if args.version == "all" else (args.version,):

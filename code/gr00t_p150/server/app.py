@@ -28,7 +28,7 @@ from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
 
 def demo_note() -> str:
-    from models.experimental.gr00t.common.quality import GOLDEN_FP32_ATOL, GOLDEN_FP32_GROUP_PCC_MIN  # noqa: PLC0415
+    from models.experimental.gr00t.common.quality import GOLDEN_FP32_ATOL, GOLDEN_FP32_GROUP_PCC_MIN
 
     return ("POST `request` to /predict; its actions equal `expected` up to the backend's precision. On the fp32 CPU "
             "reference they are bit-identical on the machine and software that computed `expected`, and within "
@@ -185,12 +185,15 @@ def _decode(engine: Engine, body: PredictRequest):
 def _response(engine: Engine, body: PredictRequest, obs, result) -> dict:
     import numpy as np
 
+    from models.experimental.gr00t.common.policy import result_to_json
+
     lay = engine.layout
     if not all(np.isfinite(a).all() for a in result.actions.values()):
         raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
     weights, backend = engine.weights, engine.backend.describe()  # described once per response
+    answer = result_to_json(result)
     out = {
-        "actions": {k: v.tolist() for k, v in result.actions.items()},
+        "actions": answer["actions"],
         "action_horizon": int(result.action_pred.shape[0]),
         "action_keys": lay.action_keys,
         "action_dims": lay.action_dims,
@@ -210,7 +213,7 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict:
         "backend": {k: v for k, v in backend.items() if k in ("name", "device", "dtype", "mock")},
     }
     if body.return_normalized:
-        out["action_pred_normalized"] = result.action_pred.tolist()
+        out["action_pred_normalized"] = answer["action_pred_normalized"]
     warnings = [w for w in (backend.get("warning"),
                             SYNTHETIC_WARNING if weights.synthetic is not None else None) if w]
     if warnings:

@@ -25,11 +25,14 @@ def contract(c: ServerConfig, lay, horizon: int, action_dim: int) -> dict[str, A
     return {
         "embodiment": lay.embodiment, "embodiment_id": lay.embodiment_id, "layout": lay.name,
         "images": {"cameras": list(lay.cameras), "frames_per_camera": lay.frames_per_camera,
-                   "format": "base64 PNG or JPEG, RGB" + (" (one string, or a list of one)" if lay.frames_per_camera == 1
+                   "format": "base64 PNG or JPEG, RGB" + (" (one string, or a list of one)"
+                                                         if lay.frames_per_camera == 1
                                                          else f" (a list of {lay.frames_per_camera}: t-15 then t)"),
-                   "side_px": [MIN_SIDE, MAX_SIDE], "width_over_height": list(lay.aspect_range) if lay.aspect_range else None,
+                   "side_px": [MIN_SIDE, MAX_SIDE],
+                   "width_over_height": list(lay.aspect_range) if lay.aspect_range else None,
                    "chain": text.image_chain},
-        "state": {"groups": dict(lay.state_groups), "format": "{group: [[floats]]} (one time step) or {group: [floats]}",
+        "state": {"groups": dict(lay.state_groups),
+                  "format": "{group: [[floats]]} (one time step) or {group: [floats]}",
                   "units": text.state_units, "dtypes": ["float64", "float32"], "default_dtype": "float64"},
         "instruction": {"max_tokens": lay.max_text_tokens, "counted": text.instruction_counted,
                         "over_limit": "refused with 400, never truncated"},

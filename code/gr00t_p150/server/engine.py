@@ -60,7 +60,7 @@ class Engine:
     def _boot(self) -> None:
         t0 = time.perf_counter()
         c = self.config
-        from models.experimental.gr00t.common.layouts import get_layout  # noqa: PLC0415
+        from models.experimental.gr00t.common.layouts import get_layout
 
         self.layout = get_layout(c.layout)
         log.info("Settings init: %s", json.dumps(c.to_dict()))
@@ -81,8 +81,8 @@ class Engine:
         if c.tt_mock and c.backend != "ttnn":
             raise BootError("GR00T_TT_MOCK=1 is the TT-NN test mode: it needs GR00T_BACKEND=ttnn")
         if c.backend in ("auto", "ttnn"):
-            from models.experimental.gr00t.common.versions import get_spec  # noqa: PLC0415
-            from models.experimental.gr00t.tt.runner import device_present  # noqa: PLC0415 - imports no ttnn
+            from models.experimental.gr00t.common.versions import get_spec
+            from models.experimental.gr00t.tt.runner import device_present  # imports no ttnn
 
             present = device_present()
             if c.backend == "ttnn":
@@ -91,7 +91,7 @@ class Engine:
                 return self._open_ttnn("auto: a Tenstorrent device is present")
             self.backend_choice = ("auto: a Tenstorrent device is present but the TT-NN port serves N1.5 only; "
                                    if present else "auto: no Tenstorrent device; ")
-        from gr00t_p150.backends.torch_backend import TorchBackend, pick_torch_device  # noqa: PLC0415
+        from gr00t_p150.backends.torch_backend import TorchBackend, pick_torch_device
 
         try:
             device, reason = pick_torch_device(c.torch_device)
@@ -111,31 +111,33 @@ class Engine:
 
     def _open_ttnn(self, reason: str):
         c = self.config
-        from gr00t_p150.backends.ttnn_backend import TTNNBackend, TTNNBackendError, prepare_runtime  # noqa: PLC0415
+        from gr00t_p150.backends.ttnn_backend import TTNNBackend, TTNNBackendError, prepare_runtime
 
         self.backend_choice = f"ttnn ({reason})"
         try:
             prepare_runtime(c.tt_mock, c.cache_dir)
         except TTNNBackendError as exc:
             raise BootError(str(exc)) from None
-        log.info("Loading weights: %s from %s into the TT-NN cache %s", self.weights.source, self.weights.path, c.tt_cache)
+        log.info("Loading weights: %s from %s into the TT-NN cache %s", self.weights.source, self.weights.path,
+                 c.tt_cache)
         t = time.perf_counter()
         weights_id = f"{self.weights.source}-{self.weights.revision or 'local'}-{self.weights.fingerprint[:24]}"
         try:
-            backend = TTNNBackend(self.weights.path, c.version, c.layout, mesh_shape=c.mesh_shape, cache_root=c.tt_cache,
-                                  weights_id=weights_id, dtype_policy=c.tt_policy, trace_layout=c.tt_trace_layout,
-                                  mock=c.tt_mock, warmup_request=load_demo_request(c.version), reason=self.backend_choice,
-                                  log=log.info)
+            backend = TTNNBackend(self.weights.path, c.version, c.layout, mesh_shape=c.mesh_shape,
+                                  cache_root=c.tt_cache, weights_id=weights_id, dtype_policy=c.tt_policy,
+                                  trace_layout=c.tt_trace_layout, mock=c.tt_mock,
+                                  warmup_request=load_demo_request(c.version), reason=self.backend_choice, log=log.info)
         except TTNNBackendError as exc:
             raise BootError(str(exc)) from None
         except Exception as exc:  # a device or conversion failure: one line, the cause named
-            raise BootError(f"TT-NN backend failed to start: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+            raise BootError(f"TT-NN backend failed to start: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0]}") from None
         log.info("Model loaded and pipeline ready (%.1f s)", time.perf_counter() - t)
         return backend
 
     def _warm_up_and_gate(self) -> None:
         c = self.config
-        from models.experimental.gr00t.common.observation import parse_observation  # noqa: PLC0415
+        from models.experimental.gr00t.common.observation import parse_observation
 
         request = load_demo_request(c.version)
         obs = parse_observation(request, self.layout)
@@ -166,11 +168,10 @@ class Engine:
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def info(self) -> dict[str, Any]:
-        import torch  # noqa: PLC0415
-        import transformers  # noqa: PLC0415
+        import torch
+        import transformers
 
         c, lay = self.config, self.layout
-        f = self.fidelity
         return {
             "version": c.version,
             "model": model_name(c.version),
@@ -179,7 +180,8 @@ class Engine:
             "contract": contract(c, lay, *self.backend.action_shape) if self.backend else None,
             "weights": self.weights.to_dict() if self.weights else None,
             "backend": {**(self.backend.describe() if self.backend else {}), "selection": self.backend_choice},
-            "warmup": {"runs": len(self.warmup_ms), "median_ms": statistics.median(self.warmup_ms) if self.warmup_ms else None,
+            "warmup": {"runs": len(self.warmup_ms),
+                       "median_ms": statistics.median(self.warmup_ms) if self.warmup_ms else None,
                        "all_ms": [round(x, 2) for x in self.warmup_ms]},
             "fidelity": {"skipped": self.fidelity_skipped} if self.fidelity_skipped else
                         self.fidelity.to_dict() if self.fidelity else None,

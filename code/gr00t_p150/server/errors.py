@@ -68,8 +68,8 @@ def register(app: FastAPI) -> None:
         field = _loc(first.get("loc", ()))
         if first.get("type") == "json_invalid":
             field = "body"
-        details = [{"field": "body" if e.get("type") == "json_invalid" else _loc(e.get("loc", ())), "rule": e.get("msg", "")}
-                   for e in errors[:20]]
+        details = [{"field": "body" if e.get("type") == "json_invalid" else _loc(e.get("loc", ())),
+                    "rule": e.get("msg", "")} for e in errors[:20]]
         return error_body(400, field, first.get("msg", "invalid value"), errors=details)
 
     @app.exception_handler(RequestRefused)

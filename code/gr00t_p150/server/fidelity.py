@@ -124,8 +124,6 @@ def gate(results, golden: dict, source: str, layout, pcc_min: float) -> Fidelity
 
 
 def golden_record(result, weights: WeightsInfo) -> dict:
-    return {"weights": weights.to_dict(),
-            "action_pred_normalized": result.action_pred.tolist(),
-            "actions": {k: v.tolist() for k, v in result.actions.items()},
-            "seq_len": result.seq_len, "prompt_tokens": result.prompt_tokens,
-            "noise_source": result.noise_source}
+    from models.experimental.gr00t.common.policy import result_to_json
+
+    return {"weights": weights.to_dict(), **result_to_json(result)}

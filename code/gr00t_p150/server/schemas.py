@@ -19,8 +19,10 @@ class PredictRequest(BaseModel):
     state: dict[str, Floats | list[Floats]] = Field(description="group -> [[floats]] (one time step) or [floats]")
     instruction: str = Field(description="task text; over the layout's token limit is refused, never truncated")
     embodiment: str | None = Field(None, description="must equal the served embodiment when given")
-    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="initial-noise seed (CPU generator); default per version")
-    noise: list[Floats] | list[list[Floats]] | None = Field(None, description="explicit initial noise [horizon][action_dim]")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1,
+                             description="initial-noise seed (CPU generator); default per version")
+    noise: list[Floats] | list[list[Floats]] | None = Field(None,
+                                                            description="explicit initial noise [horizon][action_dim]")
     state_dtype: Literal["float64", "float32"] = "float64"
     return_normalized: bool = False
 

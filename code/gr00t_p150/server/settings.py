@@ -111,7 +111,8 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
     if weights.startswith("synthetic:") and weights not in ("synthetic:tiny", "synthetic:full"):
         raise SettingError(f"GR00T_WEIGHTS={weights!r}: synthetic weights are 'synthetic:tiny' or 'synthetic:full'")
     if weights != "hub" and not weights.startswith("synthetic:") and not Path(weights).is_dir():
-        raise SettingError(f"GR00T_WEIGHTS={weights!r}: not 'hub', 'synthetic:tiny|full' or an existing snapshot directory")
+        raise SettingError(f"GR00T_WEIGHTS={weights!r}: not 'hub', 'synthetic:tiny|full' "
+                           "or an existing snapshot directory")
     raw_pcc = env.get("GR00T_WARMUP_PCC_MIN", "0.999")
     try:
         pcc_min = float(raw_pcc)

@@ -65,7 +65,8 @@ def run_checks(url: str) -> list[tuple[str, bool, str]]:
         keys = first["action_keys"]
         score = pcc(flat(first["actions"], keys), flat(expected, keys))
         ok = score >= gate
-        checks.append(("demo_round_trip", ok, f"PCC {score:.6f} (gate {gate}), total {first['timing_ms']['total']:.1f} ms"))
+        checks.append(("demo_round_trip", ok,
+                       f"PCC {score:.6f} (gate {gate}), total {first['timing_ms']['total']:.1f} ms"))
     else:
         checks.append(("demo_round_trip", False, f"{status} {str(first)[:200]}"))
     status, second = call(url, "/predict", request)

@@ -72,13 +72,13 @@ def resolve_weights(config: ServerConfig, log: Callable[[str], None]) -> Weights
         path = _from_hub(config, log)
         return WeightsInfo(path, "hub", config.weights_repo, config.weights_revision, None, fingerprint(path))
     path = Path(config.weights)
-    from models.experimental.gr00t.common.synthetic import synthetic_info  # noqa: PLC0415
+    from models.experimental.gr00t.common.synthetic import synthetic_info
 
     return WeightsInfo(path, "local", None, None, synthetic_info(path), fingerprint(path))
 
 
 def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> WeightsInfo:
-    from models.experimental.gr00t.common.synthetic import synthetic_info, write_checkpoint  # noqa: PLC0415
+    from models.experimental.gr00t.common.synthetic import synthetic_info, write_checkpoint
 
     path = config.cache_dir / "synthetic" / f"{config.version}-{scale}-seed{SYNTHETIC_SEED}"
     if synthetic_info(path) is None:
@@ -88,7 +88,7 @@ def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> 
         try:
             partial.rename(path)
         except OSError:  # another process finished first: use its copy
-            import shutil  # noqa: PLC0415
+            import shutil
 
             shutil.rmtree(partial, ignore_errors=True)
     return WeightsInfo(path, f"synthetic:{scale}", None, None, synthetic_info(path),
@@ -96,21 +96,21 @@ def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> 
 
 
 def _from_hub(config: ServerConfig, log: Callable[[str], None]) -> Path:
-    from huggingface_hub import snapshot_download  # noqa: PLC0415
-    from models.experimental.gr00t.common.versions import SPECS  # noqa: PLC0415
+    from huggingface_hub import snapshot_download
+    from models.experimental.gr00t.common.versions import SPECS
 
     kwargs = {"repo_id": config.weights_repo, "revision": config.weights_revision,
               "allow_patterns": list(SPECS[config.version].allow_patterns)}
     try:
         return Path(snapshot_download(**kwargs, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached (huggingface_hub raises several types here)
+    except Exception:  # not cached (huggingface_hub raises several types here)
         pass
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         raise WeightsError(_hint(config, "are not in the Hugging Face cache and HF_HUB_OFFLINE is set"))
     log(f"Downloading weights for model: {config.weights_repo}@{config.weights_revision}")
     try:
         return Path(snapshot_download(**kwargs))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise WeightsError(_hint(config, f"could not be downloaded ({type(exc).__name__})")) from None
 
 

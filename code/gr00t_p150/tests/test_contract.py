@@ -43,7 +43,8 @@ def test_demo_response_has_every_published_field(client, demo, request_body, ref
     assert body["action_dims"] == {"left_arm": 7, "right_arm": 7, "left_hand": 6, "right_hand": 6}
     assert {k: np.shape(v) for k, v in body["actions"].items()} == {"left_arm": (16, 7), "right_arm": (16, 7),
                                                                      "left_hand": (16, 6), "right_hand": (16, 6)}
-    assert (body["action_horizon"], body["normalized"], body["embodiment"], body["embodiment_id"]) == (16, False, "gr1", 24)
+    assert (body["action_horizon"], body["normalized"], body["embodiment"],
+            body["embodiment_id"]) == (16, False, "gr1", 24)
     assert (body["version"], body["layout"], body["seq_len"], body["prompt_tokens"]) == ("n15", "gr1", 296, 14)
     assert body["model"] == "GR00T-N1.5-3B-p150"  # the published package's name; `backend` says where it ran
     assert body["images"] == {"ego_view": {"frames": 1, "received_hw": [256, 256]}}
@@ -64,7 +65,8 @@ def test_return_normalized_adds_the_model_space_chunk(client, demo, request_body
     body = client.post("/predict", json={**request_body, "return_normalized": True}).json()
     assert np.shape(body["action_pred_normalized"]) == (16, 32)
     assert body["action_pred_normalized"] == reference_answer["action_pred_normalized"]
-    assert_matches_golden({"chunk": body["action_pred_normalized"]}, {"chunk": demo["expected"]["action_pred_normalized"]})
+    assert_matches_golden({"chunk": body["action_pred_normalized"]},
+                          {"chunk": demo["expected"]["action_pred_normalized"]})
     assert "action_pred_normalized" not in client.post("/predict", json=request_body).json()
 
 

@@ -47,7 +47,8 @@ def test_droid_demo_response(n17):
     assert {k: np.shape(v) for k, v in body["actions"].items()} == {"eef_9d": (40, 9), "gripper_position": (40, 1),
                                                                      "joint_position": (40, 7)}
     assert body["action_keys"] == ["eef_9d", "gripper_position", "joint_position"]
-    assert (body["action_horizon"], body["embodiment"], body["embodiment_id"]) == (40, "oxe_droid_relative_eef_relative_joint", 24)
+    assert (body["action_horizon"], body["embodiment"],
+            body["embodiment_id"]) == (40, "oxe_droid_relative_eef_relative_joint", 24)
     assert (body["version"], body["layout"], body["model"]) == ("n17", "droid", "GR00T-N1.7-3B-p150")
     assert (body["seq_len"], body["prompt_tokens"]) == (469, 8)  # as in the published response
     assert body["images"] == {cam: {"frames": 2, "received_hw": [180, 320]}
@@ -78,16 +79,19 @@ def test_droid_info_contract(n17):
     info = n17.get("/info").json()
     c = info["contract"]
     assert c["images"]["frames_per_camera"] == 2 and c["images"]["width_over_height"] == [1.686, 1.814]
-    assert c["instruction"]["max_tokens"] == 51 and c["noise"]["shape"] == [40, 132] and c["noise"]["default_seed"] == 42
+    assert (c["instruction"]["max_tokens"] == 51 and c["noise"]["shape"] == [40, 132]
+            and c["noise"]["default_seed"] == 42)
     assert info["fidelity"]["passed"] and info["fidelity"]["golden"] == "shipped"
     assert info["stage"] == "reference-fp32-cpu"
 
 
 DROID_CASES = {
-    "one_frame": (lambda r: r["images"].update(wrist_image_left=r["images"]["wrist_image_left"][:1]), "images.wrist_image_left"),
+    "one_frame": (lambda r: r["images"].update(wrist_image_left=r["images"]["wrist_image_left"][:1]),
+                  "images.wrist_image_left"),
     "three_frames": (lambda r: r["images"]["exterior_image_1_left"].append(r["images"]["exterior_image_1_left"][0]),
                      "images.exterior_image_1_left"),
-    "square_frame": (lambda r: r["images"]["wrist_image_left"].__setitem__(1, png(180, 180)), "images.wrist_image_left[1]"),
+    "square_frame": (lambda r: r["images"]["wrist_image_left"].__setitem__(1, png(180, 180)),
+                     "images.wrist_image_left[1]"),
     "portrait_frame": (lambda r: r["images"]["exterior_image_1_left"].__setitem__(0, png(320, 180)),
                        "images.exterior_image_1_left[0]"),
     "missing_camera": (lambda r: r["images"].pop("wrist_image_left"), "images.wrist_image_left"),

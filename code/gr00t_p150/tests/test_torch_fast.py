@@ -44,7 +44,8 @@ def test_fast_backend_shares_the_reference_weights_and_matches_it(tiny_checkpoin
     fast = TorchBackend(tiny_checkpoint, "n15", "gr1", "cpu", "float32", "test", path="fast")
     assert fast.path == "fast" and not fast.is_reference
     assert fast.reference_policy.model is fast.policy.model  # one copy of the weights
-    assert fast.describe()["fast_path"] == {"padded": False, "fused": False, "cuda_graphs": False, "dtype": "torch.float32"}
+    assert fast.describe()["fast_path"] == {"padded": False, "fused": False, "cuda_graphs": False,
+                                            "dtype": "torch.float32"}
     got = fast.predict(gr1_observation, seed=4)
     want = fast.reference_policy.get_action(gr1_observation, seed=4)
     assert max_abs_diff(got.action_pred, want.action_pred) < FP32_ACTION_ATOL

@@ -85,8 +85,10 @@ def test_without_a_device_the_ttnn_backend_names_the_cause(server_env, tmp_path)
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GR00T_", "TT_"))}
     proc = subprocess.run([sys.executable, "-c", "from gr00t_p150.server.engine import Engine, BootError\n"
                            "from gr00t_p150.server.settings import load_config\n"
-                           "try:\n    Engine(load_config())._boot()\nexcept BootError as e:\n    print('BootError:', e)"],
-                          env={**inherited, **env, "PYTHONPATH": str(CODE)}, capture_output=True, text=True, timeout=300)
+                           "try:\n    Engine(load_config())._boot()\n"
+                           "except BootError as e:\n    print('BootError:', e)"],
+                          env={**inherited, **env, "PYTHONPATH": str(CODE)}, capture_output=True, text=True,
+                          timeout=300)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("BootError:")]
     assert len(lines) == 1 and "no Tenstorrent device" in lines[0], proc.stdout + proc.stderr
 
@@ -108,7 +110,8 @@ with TestClient(create_app(load_config())) as client:
     before = list(calls)
 backend = engine.backend
 backend.close()  # a second close is a no-op
-print(json.dumps({"before": before, "after": calls, "device": backend.device, "traces": len(backend.policy.runner.traces)}))
+print(json.dumps({"before": before, "after": calls, "device": backend.device, \
+"traces": len(backend.policy.runner.traces)}))
 """
 
 

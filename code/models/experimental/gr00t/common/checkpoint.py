@@ -104,7 +104,8 @@ class LazyCheckpoint:
                 self._infos[name] = info
         unresolved = sorted(set(weight_map) - set(self._infos))
         if unresolved:
-            raise CheckpointError(f"{index_path}: {len(unresolved)} indexed tensors missing from their shards, e.g. {unresolved[0]!r}")
+            raise CheckpointError(f"{index_path}: {len(unresolved)} indexed tensors missing from their shards, "
+                                  f"e.g. {unresolved[0]!r}")
 
     # ---- inventory ---------------------------------------------------------------------------
     @property
@@ -161,7 +162,8 @@ class LazyCheckpoint:
                         out[name] = _read_cast(raw, self.info(name), dtype, staging)
         return out
 
-    def check_against(self, expected: Mapping[str, tuple[int, ...]], *, prefix: str = "", optional: Iterable[str] = ()) -> None:
+    def check_against(self, expected: Mapping[str, tuple[int, ...]], *, prefix: str = "",
+                      optional: Iterable[str] = ()) -> None:
         """Raise one clear error when the checkpoint (under ``prefix``) and ``expected`` disagree.
 
         ``expected`` maps names (without prefix) to shapes; ``optional`` are full names that may be
@@ -179,7 +181,8 @@ class LazyCheckpoint:
             problems.append(f"{len(unexpected)} unexpected key(s), first {prefix + unexpected[0]!r}")
         if wrong:
             n, got, want = wrong[0]
-            problems.append(f"{len(wrong)} shape mismatch(es), first {prefix + n!r}: checkpoint {list(got)} vs model {list(want)}")
+            problems.append(f"{len(wrong)} shape mismatch(es), first {prefix + n!r}: "
+                            f"checkpoint {list(got)} vs model {list(want)}")
         if problems:
             raise CheckpointError(f"{self.directory}: " + "; ".join(problems))
 

@@ -250,7 +250,7 @@ class CheckpointConfig:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path):
-        from .checkpoint import read_json  # noqa: PLC0415 (checkpoint imports torch; configs stays light)
+        from .checkpoint import read_json  # checkpoint imports torch; configs stays light
 
         config_path = Path(path) / "config.json"
         data = read_json(config_path, "is this a GR00T checkpoint directory?")
@@ -304,18 +304,21 @@ class Gr00tN15Config(CheckpointConfig):
         head = _section(data, "action_head_cfg", source)
         dit = _section(head, "diffusion_model_cfg", source)
         vlsa = _section(head, "vl_self_attention_cfg", source)
-        dit_src, vlsa_src = f"{source}: action_head_cfg.diffusion_model_cfg", f"{source}: action_head_cfg.vl_self_attention_cfg"
+        dit_src, vlsa_src = (f"{source}: action_head_cfg.diffusion_model_cfg",
+                             f"{source}: action_head_cfg.vl_self_attention_cfg")
         if backbone.get("project_to_dim") is not None:
             raise ConfigError(f"{source}: backbone_cfg.project_to_dim must be null (got {backbone['project_to_dim']})")
         eagle_json = backbone.get("eagle_config")
         if eagle_json is None:
             vision, text = SiglipConfig(), Qwen3Config()
         else:
-            vision = _build(SiglipConfig, _section(eagle_json, "vision_config", source), f"{source}: eagle vision_config")
+            vision = _build(SiglipConfig, _section(eagle_json, "vision_config", source),
+                            f"{source}: eagle vision_config")
             text = _build(Qwen3Config, _section(eagle_json, "text_config", source), f"{source}: eagle text_config")
         eagle = EagleConfig(
             vision=vision, text=text, select_layer=_get(backbone, "select_layer", source),
-            image_token_index=eagle_json.get("image_token_index", IMG_CONTEXT_TOKEN_ID) if eagle_json else IMG_CONTEXT_TOKEN_ID,
+            image_token_index=(eagle_json.get("image_token_index", IMG_CONTEXT_TOKEN_ID) if eagle_json
+                               else IMG_CONTEXT_TOKEN_ID),
         )
         dit_cfg = DiTConfig(
             num_attention_heads=_get(dit, "num_attention_heads", dit_src),
@@ -332,7 +335,8 @@ class Gr00tN15Config(CheckpointConfig):
                 (vlsa, "positional_embeddings", "sinusoidal", None), (head, "use_vlln", True, True),
                 (head, "add_pos_embed", True, True)):
             if section.get(key, nvidia_default) != supported:
-                raise ConfigError(f"{source}: {key}={section.get(key, nvidia_default)!r} is not supported (only {supported!r})")
+                raise ConfigError(f"{source}: {key}={section.get(key, nvidia_default)!r} is not supported "
+                                  f"(only {supported!r})")
         vlsa_cfg = VLSelfAttentionConfig(
             num_attention_heads=_get(vlsa, "num_attention_heads", vlsa_src),
             attention_head_dim=_get(vlsa, "attention_head_dim", vlsa_src),

@@ -38,7 +38,8 @@ class Gr00tN17Config(CheckpointConfig):
         if self.backbone.text.hidden_size != self.action_head.backbone_embedding_dim:
             raise ConfigError("backbone_embedding_dim must equal the LLM hidden size")
         if not 0 < self.backbone.select_layer <= self.backbone.text.num_hidden_layers:
-            raise ConfigError(f"select_layer {self.backbone.select_layer} outside 1..{self.backbone.text.num_hidden_layers}")
+            raise ConfigError(f"select_layer {self.backbone.select_layer} "
+                              f"outside 1..{self.backbone.text.num_hidden_layers}")
 
     @classmethod
     def full(cls) -> "Gr00tN17Config":
@@ -55,7 +56,8 @@ class Gr00tN17Config(CheckpointConfig):
         head = _n17_head(input_embedding_dim=64, hidden_size=32, backbone_embedding_dim=64,
                          dit=DiTConfig(num_attention_heads=4, attention_head_dim=16, num_layers=8, output_dim=32,
                                        cross_attention_dim=64, attend_text_every_n_blocks=2),
-                         vl_self_attention=VLSelfAttentionConfig(num_attention_heads=4, attention_head_dim=16, num_layers=2))
+                         vl_self_attention=VLSelfAttentionConfig(num_attention_heads=4, attention_head_dim=16,
+                                                                 num_layers=2))
         return cls(backbone=Qwen3VLConfig(vision=vision, text=text, select_layer=4), action_head=head)
 
     @classmethod
@@ -63,25 +65,30 @@ class Gr00tN17Config(CheckpointConfig):
         if d.get("model_type") != MODEL_TYPE:
             raise ConfigError(f"{source}: model_type is {d.get('model_type')!r}, expected {MODEL_TYPE!r}")
         dit, vlsa = _section(d, "diffusion_model_cfg", source), _section(d, "vl_self_attention_cfg", source)
-        dit_src, vlsa_src = f"{source}: diffusion_model_cfg", f"{source}: vl_self_attention_cfg"  # errors name the section
+        dit_src, vlsa_src = (f"{source}: diffusion_model_cfg",
+                             f"{source}: vl_self_attention_cfg")  # errors name the section
         for key, want in (("use_vlln", True), ("add_pos_embed", True), ("use_alternate_vl_dit", True)):
             if _get(d, key, source) is not want:
                 raise ConfigError(f"{source}: {key}={d[key]!r} is not supported (only {want!r})")
         if dit.get("positional_embeddings", "sinusoidal") is not None or dit.get("norm_type", "ada_norm") != "ada_norm":
-            raise ConfigError(f"{source}: diffusion_model_cfg must have positional_embeddings null and norm_type ada_norm")
+            raise ConfigError(f"{source}: diffusion_model_cfg must have positional_embeddings null "
+                              "and norm_type ada_norm")
         bb = d.get("backbone_config")
         if bb is None:
             backbone = Qwen3VLConfig(select_layer=_get(d, "select_layer", source))
         else:
             vision = _build(Qwen3VLVisionConfig, {**_section(bb, "vision_config", source),
-                                                  "deepstack_visual_indexes": tuple(bb["vision_config"].get("deepstack_visual_indexes", ()))},
+                                                  "deepstack_visual_indexes":
+                                                      tuple(bb["vision_config"].get("deepstack_visual_indexes", ()))},
                             f"{source}: backbone_config.vision_config")
             text_json = _section(bb, "text_config", source)
             rope = text_json.get("rope_scaling") or text_json.get("rope_parameters") or {}
-            text = _build(Qwen3VLTextConfig, {**text_json, "mrope_section": tuple(rope.get("mrope_section", (24, 20, 20))),
+            text = _build(Qwen3VLTextConfig, {**text_json,
+                                              "mrope_section": tuple(rope.get("mrope_section", (24, 20, 20))),
                                               "rope_theta": text_json.get("rope_theta", rope.get("rope_theta", 5e6))},
                           f"{source}: backbone_config.text_config")
-            ids = {k: bb[k] for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id") if k in bb}
+            ids = {k: bb[k] for k in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                      "vision_end_token_id") if k in bb}
             backbone = Qwen3VLConfig(vision=vision, text=text, select_layer=_get(d, "select_layer", source), **ids)
         head = _n17_head(
             action_dim=_get(d, "max_action_dim", source), max_action_dim=_get(d, "max_action_dim", source),
@@ -121,7 +128,8 @@ class Gr00tN17Config(CheckpointConfig):
             "attend_text_every_n_blocks": h.dit.attend_text_every_n_blocks,
             "diffusion_model_cfg": {"num_layers": h.dit.num_layers, "num_attention_heads": h.dit.num_attention_heads,
                                     "attention_head_dim": h.dit.attention_head_dim, "output_dim": h.dit.output_dim,
-                                    "norm_type": "ada_norm", "interleave_self_attention": h.dit.interleave_self_attention,
+                                    "norm_type": "ada_norm",
+                                    "interleave_self_attention": h.dit.interleave_self_attention,
                                     "positional_embeddings": None, "dropout": 0.2, "final_dropout": True},
             "vl_self_attention_cfg": {"num_layers": h.vl_self_attention.num_layers,
                                       "num_attention_heads": h.vl_self_attention.num_attention_heads,

@@ -39,7 +39,8 @@ class ActionStats:
             stats = entry["statistics"]["action"]
             shapes = entry["modalities"]["action"]
         except (KeyError, TypeError):
-            raise ConfigError(f"{path}: no statistics.action / modalities.action for embodiment {layout.embodiment!r}") from None
+            raise ConfigError(f"{path}: no statistics.action / modalities.action "
+                              f"for embodiment {layout.embodiment!r}") from None
         lo, hi = {}, {}
         for name, dim in layout.action_groups:
             try:
@@ -47,7 +48,8 @@ class ActionStats:
                 lo[name] = np.asarray(stats[name]["min"], dtype=np.float64)
                 hi[name] = np.asarray(stats[name]["max"], dtype=np.float64)
             except (KeyError, TypeError):
-                raise ConfigError(f"{path}: action group {name!r} lacks shape/min/max for {layout.embodiment!r}") from None
+                raise ConfigError(f"{path}: action group {name!r} lacks shape/min/max "
+                                  f"for {layout.embodiment!r}") from None
             if declared != [dim] or lo[name].shape != (dim,) or hi[name].shape != (dim,):
                 raise ConfigError(f"{path}: action group {name!r} should have {dim} dims (metadata says {declared})")
         return cls(lo, hi)
@@ -82,7 +84,8 @@ def encode_state_sin_cos(state: dict[str, np.ndarray], layout: Layout, max_state
     return torch.from_numpy(padded).to(torch.float32).view(1, 1, max_state_dim)
 
 
-def encode_state(state: dict[str, np.ndarray], layout: Layout, max_state_dim: int, dtype: str = "float64") -> torch.Tensor:
+def encode_state(state: dict[str, np.ndarray], layout: Layout, max_state_dim: int,
+                 dtype: str = "float64") -> torch.Tensor:
     if dtype not in STATE_DTYPES:
         raise InputError("state_dtype", f"must be one of {sorted(STATE_DTYPES)}")
     if layout.state_encoding == "sin_cos":

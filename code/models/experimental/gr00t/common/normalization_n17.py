@@ -104,7 +104,8 @@ class DroidStats:
         return cls(q01, q99, lo, hi)
 
 
-def normalize_state(state: dict[str, np.ndarray], stats: DroidStats, layout: Layout, max_state_dim: int) -> torch.Tensor:
+def normalize_state(state: dict[str, np.ndarray], stats: DroidStats, layout: Layout,
+                    max_state_dim: int) -> torch.Tensor:
     """Raw state → [1, 1, max_state_dim] float32."""
     parts = []
     for key, dim in layout.state_groups:

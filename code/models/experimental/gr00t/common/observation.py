@@ -29,7 +29,8 @@ class Observation:
     instruction: str
 
     def received_hw(self) -> dict[str, dict[str, Any]]:
-        return {cam: {"frames": len(frames), "received_hw": list(frames[0].shape[:2])} for cam, frames in self.images.items()}
+        return {cam: {"frames": len(frames), "received_hw": list(frames[0].shape[:2])}
+                for cam, frames in self.images.items()}
 
 
 def _exact_keys(field: str, given: Any, expected: list[str], what: str) -> None:
@@ -51,7 +52,8 @@ def parse_state(state: Any, layout: Layout) -> dict[str, np.ndarray]:
         value = state[name]
         if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
             value = value[0]  # one time step, [[...]]
-        if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                  for v in value):
             raise InputError(field, f"must be a list of {dim} numbers (or [[{dim} numbers]] for one time step)")
         if len(value) != dim:
             raise InputError(field, f"has {len(value)} values; expected {dim}")
@@ -68,7 +70,8 @@ def parse_images(images: Any, layout: Layout) -> dict[str, list[np.ndarray]]:
         value = images[cam]
         frames = value if isinstance(value, list) else [value]
         if len(frames) != layout.frames_per_camera:
-            raise InputError(f"images.{cam}", f"has {len(frames)} frame(s); this layout takes exactly {layout.frames_per_camera}")
+            raise InputError(f"images.{cam}",
+                             f"has {len(frames)} frame(s); this layout takes exactly {layout.frames_per_camera}")
         decoded = []
         for i, frame in enumerate(frames):
             field = f"images.{cam}" if layout.frames_per_camera == 1 else f"images.{cam}[{i}]"

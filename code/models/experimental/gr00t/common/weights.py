@@ -80,7 +80,8 @@ def siglip_shapes(c: SiglipConfig) -> Shapes:
         rows += _linear(p + "mlp.fc1", f, d) + _linear(p + "mlp.fc2", d, f)
     rows += _layer_norm("post_layernorm", d)
     # Multi-head attention pooling head: saved, never computed by GR00T.
-    rows += [("head.probe", (1, 1, d)), ("head.attention.in_proj_weight", (3 * d, d)), ("head.attention.in_proj_bias", (3 * d,))]
+    rows += [("head.probe", (1, 1, d)), ("head.attention.in_proj_weight", (3 * d, d)),
+             ("head.attention.in_proj_bias", (3 * d,))]
     rows += _linear("head.attention.out_proj", d, d) + _layer_norm("head.layernorm", d)
     rows += _linear("head.mlp.fc1", f, d) + _linear("head.mlp.fc2", d, f)
     return rows

@@ -93,7 +93,8 @@ class StepTables:
         for bucket in timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets):
             temb = dit.timestep_encoder(torch.full((1,), bucket, dtype=torch.int64, device=dev)).float()  # [1, D]
             silu = F.silu(temb)
-            ada.append([tuple(F.linear(silu, blk.norm1.linear.weight.float(), blk.norm1.linear.bias.float()).chunk(2, -1))
+            ada.append([tuple(F.linear(silu, blk.norm1.linear.weight.float(),
+                                       blk.norm1.linear.bias.float()).chunk(2, -1))
                         for blk in dit.transformer_blocks])
             out.append(tuple(F.linear(silu, dit.proj_out_1.weight.float(), dit.proj_out_1.bias.float()).chunk(2, -1)))
             buckets = torch.full((1, c.action_horizon), bucket, dtype=torch.int64, device=dev)

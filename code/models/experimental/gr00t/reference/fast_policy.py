@@ -28,8 +28,10 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
+from ..common.policy import PreparedInputs
+from ..common.timing import Stopwatch
 from .fast_dit import FastActionHead, Fusions, StepTables, heads, merge_heads
-from .torch_policy import PreparedInputs, ReferencePolicy, Stopwatch
+from .torch_policy import ReferencePolicy
 from .torch_qwen3 import Qwen3DecoderLayer, apply_rope, rope_cos_sin
 from .torch_siglip import SiglipVisionTransformer
 
@@ -57,7 +59,8 @@ def siglip_features(vt: SiglipVisionTransformer, pixel_values: torch.Tensor, fz:
     return vt.post_layernorm(x)
 
 
-def qwen3_layer(layer: Qwen3DecoderLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fz: Fusions) -> torch.Tensor:
+def qwen3_layer(layer: Qwen3DecoderLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                fz: Fusions) -> torch.Tensor:
     """One Qwen3 decoder layer (causal): QKV and gate/up through ``fz``, GQA inside SDPA."""
     a, m = layer.self_attn, layer.mlp
     b, s, _ = x.shape
@@ -139,7 +142,7 @@ class FastInfer:
         entry = self._static[key]
         self._fill(entry[0], inputs)
         if self.graphs and entry[1] is None:
-            from .fast_cuda import StageGraphs  # noqa: PLC0415
+            from .fast_cuda import StageGraphs
 
             entry[1] = StageGraphs(self._stages(entry[0]), self.device)
         return entry[0], entry[1]
@@ -169,7 +172,8 @@ class FastInfer:
             input_ids=torch.full((1, length), PAD_TOKEN_ID, dtype=torch.int64, device=dev),
             image_pos=torch.empty(n_image_tokens, dtype=torch.int64, device=dev),
             valid=torch.zeros(1, length, dtype=torch.bool, device=dev) if self.pad else None,
-            state=torch.empty(1, 1, h.max_state_dim, device=dev), noise=torch.empty(1, h.action_horizon, h.action_dim, device=dev),
+            state=torch.empty(1, 1, h.max_state_dim, device=dev),
+            noise=torch.empty(1, h.action_horizon, h.action_dim, device=dev),
             velocity=[None] * self.fast_head.num_steps, seq_len=0)
 
     def _dit_stages(self, b: SimpleNamespace, rows: dict) -> list:

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 
 import torch
 
+from ..common.policy import PreparedInputs
 from .fast_dit import StepTables
 from .fast_policy import FastInfer, padded_length, qwen3_layer
-from .torch_policy import PreparedInputs
 from .torch_policy_n17 import ReferencePolicyN17
 from .torch_qwen3vl import mrope_cos_sin, rope_index, vision_position_embedding, vision_rope_cos_sin
 
@@ -53,7 +53,8 @@ class FastPolicyN17(FastInfer, ReferencePolicyN17):
         n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2
         b = self._new_common(inputs, length, n_image)
         b.grids = [list(g) for g in grids]
-        b.pixel_values = torch.empty(pixel_shape, dtype=torch.float32, device=dev)  # patch_embed casts, as in the reference
+        # patch_embed casts, as in the reference
+        b.pixel_values = torch.empty(pixel_shape, dtype=torch.float32, device=dev)
         with torch.inference_mode():
             b.pos_embeds = vision_position_embedding(visual.pos_embed.weight, b.grids, vc.spatial_merge_size).to(dt)
             b.vcos, b.vsin = vision_rope_cos_sin(b.grids, vc.head_dim, vc.spatial_merge_size, dev)

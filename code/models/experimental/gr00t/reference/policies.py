@@ -37,10 +37,10 @@ def fast_policy_from_reference(ref, *, device: str = "cpu", dtype: str = "float3
     bf16 (CUDA): ``ref``'s tensors are cast and moved in place (one copy of the weights), so ``ref``
     must not be used afterwards. Defaults: CUDA pads, fuses and captures graphs; the CPU does none
     of it (measured no faster there; see ``fast_policy``)."""
-    import torch  # noqa: PLC0415
+    import torch
 
-    from .fast_cuda import to_mixed_precision  # noqa: PLC0415
-    from .fast_dit import StepTables  # noqa: PLC0415
+    from .fast_cuda import to_mixed_precision
+    from .fast_dit import StepTables
 
     cls = load(get_spec(ref.config.version).fast_cls)
     dev = torch.device(device)

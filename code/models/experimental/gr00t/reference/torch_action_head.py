@@ -7,7 +7,6 @@ encoders/decoder, and the Euler loop around the DiT. Names equal the checkpoint 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -15,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..common.configs import ActionHeadConfig
+from ..common.embeddings import action_sinusoid
 from ..common.flow_matching import step_size, timestep_buckets
 from .torch_dit import DiT, SelfAttentionTransformer
 
@@ -39,15 +39,6 @@ class CategorySpecificMLP(nn.Module):
 
     def forward(self, x: torch.Tensor, cat_ids: torch.Tensor) -> torch.Tensor:
         return self.layer2(F.relu(self.layer1(x, cat_ids)), cat_ids)
-
-
-def action_sinusoid(buckets: torch.Tensor, dim: int) -> torch.Tensor:
-    """[B, T] integer buckets → [B, T, dim]: [sin, cos] of ``t · exp(−k · ln(1e4) / (dim/2))``
-    (sin first; the DiT's timestep sinusoid is the other way round)."""
-    half = dim // 2
-    exponent = -torch.arange(half, dtype=torch.float32, device=buckets.device) * (math.log(10000.0) / half)
-    freqs = buckets.float().unsqueeze(-1) * exponent.exp()
-    return torch.cat([torch.sin(freqs), torch.cos(freqs)], dim=-1)
 
 
 class MultiEmbodimentActionEncoder(nn.Module):

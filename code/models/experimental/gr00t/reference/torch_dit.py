@@ -8,13 +8,12 @@ diffusers' layer conventions (``to_out.0``, ``ff.net.0.proj`` / ``ff.net.2``). N
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..common.configs import DiTConfig, VLSelfAttentionConfig
+from ..common.embeddings import timestep_sinusoid
 
 
 class Attention(nn.Module):
@@ -102,15 +101,6 @@ class TransformerBlock(nn.Module):
         return x + self.ff(self.norm3(x))
 
 
-def timestep_sinusoid(timesteps: torch.Tensor, channels: int, max_period: float = 10000.0) -> torch.Tensor:
-    """diffusers ``Timesteps(channels, flip_sin_to_cos=True, downscale_freq_shift=1)``:
-    [cos, sin] of ``t · exp(−ln(max_period) · k / (channels/2 − 1))``. Input [B] → [B, channels]."""
-    half = channels // 2
-    exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32, device=timesteps.device) / (half - 1)
-    args = timesteps[:, None].float() * torch.exp(exponent)[None, :]
-    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
-
-
 class TimestepEmbedding(nn.Module):
     def __init__(self, in_dim: int, dim: int):
         super().__init__()
@@ -145,7 +135,8 @@ class DiT(nn.Module):
         self.timestep_encoder = TimestepEncoder(c.timestep_channels, d)
         self.transformer_blocks = nn.ModuleList(
             TransformerBlock(d, c.num_attention_heads, c.attention_head_dim,
-                             context_dim=c.cross_attention_dim if c.cross_attends(i) else None, ada_norm=True, eps=c.norm_eps)
+                             context_dim=c.cross_attention_dim if c.cross_attends(i) else None, ada_norm=True,
+                             eps=c.norm_eps)
             for i in range(c.num_layers)
         )
         self.norm_out = nn.LayerNorm(d, eps=c.out_norm_eps, elementwise_affine=False)
@@ -173,7 +164,8 @@ class SelfAttentionTransformer(nn.Module):
         super().__init__()
         d = c.inner_dim
         self.transformer_blocks = nn.ModuleList(
-            TransformerBlock(d, c.num_attention_heads, c.attention_head_dim, context_dim=None, ada_norm=False, eps=c.norm_eps)
+            TransformerBlock(d, c.num_attention_heads, c.attention_head_dim, context_dim=None, ada_norm=False,
+                             eps=c.norm_eps)
             for _ in range(c.num_layers)
         )
 

@@ -36,7 +36,8 @@ class EagleModel(nn.Module):
         mask = input_ids == self.config.image_token_index
         flat = vit_embeds.reshape(-1, vit_embeds.shape[-1])
         if int(mask.sum()) != flat.shape[0]:
-            raise ValueError(f"prompt has {int(mask.sum())} image-context tokens but {flat.shape[0]} image tokens were computed")
+            raise ValueError(f"prompt has {int(mask.sum())} image-context tokens but {flat.shape[0]} image tokens "
+                             "were computed")
         embeds = embeds.clone()
         embeds[mask] = flat.to(embeds.dtype)
         return embeds

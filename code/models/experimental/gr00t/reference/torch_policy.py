@@ -8,8 +8,6 @@ backends can be compared against it.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,86 +15,14 @@ import torch
 
 from ..common.checkpoint import LazyCheckpoint
 from ..common.configs import Gr00tN15Config
-from ..common.errors import InputError
-from ..common.flow_matching import explicit_noise, seeded_noise
+from ..common.inputs_n15 import prepare_n15
 from ..common.layouts import Layout, get_layout
-from ..common.normalization import ActionStats, encode_state, unnormalize
+from ..common.normalization import ActionStats, unnormalize
 from ..common.observation import Observation
-from ..common.preprocessing import n15_pixel_values
-from ..common.prompts import encode_n15_prompt
+from ..common.policy import PolicyResult, PreparedInputs
 from ..common.synthetic import synthetic_info
+from ..common.timing import Stopwatch
 from .torch_gr00t import Gr00tN15
-
-
-@dataclass
-class PreparedInputs:
-    """Everything the model needs for one request, built and validated on the host."""
-
-    pixel_values: torch.Tensor  # [N_img, 3, 224, 224] float32
-    input_ids: torch.Tensor  # [1, S] int64
-    state: torch.Tensor  # [1, 1, max_state_dim] float32
-    noise: torch.Tensor  # [1, horizon, action_dim] float32
-    prompt_tokens: int
-    noise_source: str  # "seed" or "client"
-    seed: int | None
-    raw_state: dict[str, np.ndarray] = field(default_factory=dict)  # N1.7 composes relative actions onto it
-    image_grid_thw: torch.Tensor | None = None  # N1.7: [N_img, 3] patch grid per image
-
-
-@dataclass
-class PolicyResult:
-    actions: dict[str, np.ndarray]  # group → float32 [horizon, dim], physical units
-    action_pred: np.ndarray  # float32 [horizon, action_dim], normalised model space
-    noise_source: str
-    seed: int | None
-    seq_len: int
-    prompt_tokens: int
-    timing_ms: dict[str, float]
-    taps: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
-def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):
-    """(noise [1, H, D], "client" | "seed", the seed used or None): explicit noise wins, else a seed."""
-    if noise is not None and seed is not None:
-        raise InputError("noise", "give either noise or seed, not both")
-    if noise is not None:
-        return explicit_noise(noise, horizon, action_dim), "client", None
-    seed = default_seed if seed is None else seed
-    return seeded_noise(seed, horizon, action_dim), "seed", seed
-
-
-def prepare_n15(config: Gr00tN15Config, layout: Layout, obs: Observation, *, noise=None, seed: int | None = None,
-                state_dtype: str = "float64") -> PreparedInputs:
-    """The N1.5 host chain every backend shares: initial noise, prompt ids, encoded state, pixel values."""
-    e, h = config.eagle, config.action_head
-    x0, source, seed = initial_noise(noise, seed, layout.default_seed, h.action_horizon, h.action_dim)
-    prompt = encode_n15_prompt(obs.instruction, n_images=layout.n_images, tokens_per_image=e.tokens_per_image,
-                               max_text_tokens=layout.max_text_tokens)
-    state = encode_state(obs.state, layout, h.max_state_dim, dtype=state_dtype)  # [1, 1, 64]
-    frames = [f for cam in layout.cameras for f in obs.images[cam]]
-    pixel_values = torch.stack([n15_pixel_values(f, e.vision.image_size) for f in frames])
-    return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
-                          prompt.text_tokens, source, seed)
-
-
-class Stopwatch:
-    """Accumulates named laps in milliseconds."""
-
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, name: str, device: torch.device | None = None) -> None:
-        if device is not None and device.type == "cuda":
-            torch.cuda.synchronize(device)  # kernels are asynchronous: time them, not their launch
-        now = time.perf_counter()
-        self.ms[name] = self.ms.get(name, 0.0) + (now - self._t) * 1e3
-        self._t = now
-
-    def add(self, name: str, ms: float) -> None:
-        """Record a lap measured elsewhere (CUDA events around a graph replay) and restart the clock."""
-        self.ms[name] = self.ms.get(name, 0.0) + ms
-        self._t = time.perf_counter()
 
 
 class ReferencePolicy:

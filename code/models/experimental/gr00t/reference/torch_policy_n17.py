@@ -23,9 +23,11 @@ from ..common.observation import Observation
 from ..common.pose import rot6d_to_matrix
 from ..common.preprocessing_n17 import droid_frame, frame_aspect_ok, qwen_pixel_values
 from ..common.prompts import encode_n17_prompt
+from ..common.policy import PreparedInputs, initial_noise
 from ..common.synthetic import synthetic_info
+from ..common.timing import Stopwatch
 from .torch_gr00t_n17 import Gr00tN17
-from .torch_policy import PreparedInputs, ReferencePolicy, Stopwatch, initial_noise
+from .torch_policy import ReferencePolicy
 
 
 class ReferencePolicyN17(ReferencePolicy):
@@ -49,8 +51,9 @@ class ReferencePolicyN17(ReferencePolicy):
             for i, f in enumerate(obs.images[cam]):
                 h, w = f.shape[:2]
                 if lay.aspect_range and not frame_aspect_ok(h, w, *lay.aspect_range):
-                    raise InputError(f"images.{cam}[{i}]", f"is {w}x{h} (width/height {w / h:.4f}); this layout takes "
-                                                           f"landscape frames with width/height in {list(lay.aspect_range)}")
+                    raise InputError(f"images.{cam}[{i}]",
+                                     f"is {w}x{h} (width/height {w / h:.4f}); this layout takes landscape frames "
+                                     f"with width/height in {list(lay.aspect_range)}")
         return [obs.images[cam][t] for t in range(lay.frames_per_camera) for cam in lay.cameras]
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
@@ -58,7 +61,8 @@ class ReferencePolicyN17(ReferencePolicy):
         h, v = self.config.action_head, self.config.backbone.vision
         x0, source, seed = initial_noise(noise, seed, self.layout.default_seed, h.action_horizon, h.action_dim)
         frames = self.frames(obs)
-        raw_state = {k: np.asarray(x, dtype={"float64": np.float64, "float32": np.float32}[state_dtype]).astype(np.float64)
+        raw_state = {k: np.asarray(x, dtype={"float64": np.float64,
+                                             "float32": np.float32}[state_dtype]).astype(np.float64)
                      for k, x in obs.state.items()}
         _check_pose(raw_state)
         pixel_values, grid = qwen_pixel_values([droid_frame(f) for f in frames], v.patch_size, v.temporal_patch_size,
@@ -95,8 +99,8 @@ class ReferencePolicyN17(ReferencePolicy):
 
         action_pred = head.sample(vl_embs, state_features, self.cat_ids, inputs.noise.to(dev), on_step, key_masks)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
-                "noise": inputs.noise, "vision_embeds": out["vision_embeds"], "backbone_features": out["backbone_features"],
-                "vl_embs": vl_embs, "state_features": state_features,
+                "noise": inputs.noise, "vision_embeds": out["vision_embeds"],
+                "backbone_features": out["backbone_features"], "vl_embs": vl_embs, "state_features": state_features,
                 **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
 
 
@@ -104,7 +108,8 @@ def _check_pose(state: dict[str, np.ndarray]) -> None:
     """The current end-effector rotation must be a usable rot6d (two non-parallel rows)."""
     r6 = state["eef_9d"][3:9]
     a, b = r6[:3], r6[3:]
-    if np.linalg.norm(a) < 1e-6 or np.linalg.norm(np.cross(a, b)) < 1e-6 * np.linalg.norm(a) * max(np.linalg.norm(b), 1e-12):
+    if (np.linalg.norm(a) < 1e-6
+            or np.linalg.norm(np.cross(a, b)) < 1e-6 * np.linalg.norm(a) * max(np.linalg.norm(b), 1e-12)):
         raise InputError("state.eef_9d", "rotation rows (dims 3-8) must be non-zero and not parallel")
     if not np.isfinite(rot6d_to_matrix(r6)).all():
         raise InputError("state.eef_9d", "rotation (dims 3-8) is not a valid rot6d")

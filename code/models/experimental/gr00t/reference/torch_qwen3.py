@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..common.configs import Qwen3Config
+from ..common.embeddings import rope_cos_sin
 
 
 class Qwen3RMSNorm(nn.Module):
@@ -26,15 +27,6 @@ class Qwen3RMSNorm(nn.Module):
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(dtype)
-
-
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Non-interleaved ("rotate half") RoPE tables [S, head_dim] for integer positions [S]."""
-    steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).to(torch.float32)
-    inv_freq = 1.0 / (theta ** (steps / head_dim))
-    freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [S, hd/2]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

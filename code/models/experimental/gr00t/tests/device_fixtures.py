@@ -56,7 +56,7 @@ def tt_cache_root() -> Path:
 
 def build_policy(device, checkpoint: Path, cache_root: Path, traced: bool, dtype_policy: str = "mixed_dit"):
     from models.experimental.gr00t.tt.policy import TTPolicy
-    from models.experimental.gr00t.tt.runner import TTGr00tPolicy
+    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
 
     return TTGr00tPolicy.build(checkpoint, device, cache_root=cache_root, weights_id=f"device-test-{checkpoint.name}",
                                policy=TTPolicy(dtype_policy=dtype_policy), traced=traced)

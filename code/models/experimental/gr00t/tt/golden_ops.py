@@ -68,7 +68,7 @@ def _round(t):
 
 def golden_ttnn(precision: str = "fp32"):
     """A stand-in ``ttnn`` module (see the module docstring)."""
-    import ttnn  # noqa: PLC0415
+    import ttnn
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
@@ -107,9 +107,9 @@ def golden_ttnn(precision: str = "fp32"):
         allocate_tensor_on_device=allocate_tensor_on_device, copy_host_to_device_tensor=copy_host_to_device_tensor,
         synchronize_device=lambda *a, **k: None, init_device_compute_kernel_config=lambda *a, **k: None,
         typecast=lambda x, dtype, **k: as_dtype(x, dtype),
-        **{name: golden(getattr(ttnn, name)) for name in ("linear", "matmul", "layer_norm", "rms_norm", "gelu", "permute",
-                                                          "reshape", "add", "mul", "multiply", "silu", "relu",
-                                                          "embedding", "slice", "concat")},
+        **{name: golden(getattr(ttnn, name)) for name in ("linear", "matmul", "layer_norm", "rms_norm", "gelu",
+                                                          "permute", "reshape", "add", "mul", "multiply", "silu",
+                                                          "relu", "embedding", "slice", "concat")},
         transformer=_Namespace(**{name: golden(getattr(ttnn.transformer, name)) for name in (
             "scaled_dot_product_attention", "concatenate_heads", "split_query_key_value_and_split_heads")}),
     )
@@ -119,7 +119,7 @@ def golden_ttnn(precision: str = "fp32"):
 @contextlib.contextmanager
 def golden_execution(precision: str = "fp32"):
     """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
-    from . import ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_qwen3, ttnn_siglip  # noqa: F401,PLC0415
+    from . import ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_qwen3, ttnn_siglip  # noqa: F401
 
     shim = golden_ttnn(precision)
     modules = [sys.modules[f"{__package__}.{name}"] for name in TT_MODULES]
@@ -148,16 +148,17 @@ class GoldenModel:
 
 
 def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None) -> GoldenModel:
-    from .policy import TTPolicy  # noqa: PLC0415
-    from .runner import image_offset  # noqa: PLC0415
-    from .ttnn_common import DeviceWeights  # noqa: PLC0415
-    from .ttnn_gr00t import Gr00tTT, StaticShapes  # noqa: PLC0415
-    from .weight_layout import device_tensors  # noqa: PLC0415
+    from .policy import TTPolicy
+    from .ttnn_policy import image_offset
+    from .ttnn_common import DeviceWeights
+    from .ttnn_gr00t import Gr00tTT, StaticShapes
+    from .weight_layout import device_tensors
 
     policy = policy or TTPolicy()
     with golden_execution(precision) as shim:
         weights = {name: shim.from_torch(t, dtype=getattr(shim, policy.weight_dtype(name)))
                    for name, t, _ in device_tensors(lambda n: checkpoint.load(n, torch.float32), list(checkpoint.names),
                                                     config, layout)}
-        model = Gr00tTT(DeviceWeights(HOST_DEVICE, weights), config, StaticShapes.gr1(config, image_offset(config, layout)))
+        model = Gr00tTT(DeviceWeights(HOST_DEVICE, weights), config,
+                        StaticShapes.gr1(config, image_offset(config, layout)))
     return GoldenModel(model, precision)

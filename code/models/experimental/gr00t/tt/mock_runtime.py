@@ -33,7 +33,8 @@ chips: {}
 chips_with_mmio: [{0: 0}]
 ethernet_connections: []
 harvesting:
-  0: {noc_translation: true, harvest_mask: 0, dram_harvesting_mask: 0, eth_harvesting_mask: 0x120, pcie_harvesting_mask: 2, l2cpu_harvesting_mask: 0}
+  0: {noc_translation: true, harvest_mask: 0, dram_harvesting_mask: 0, eth_harvesting_mask: 0x120, \
+pcie_harvesting_mask: 2, l2cpu_harvesting_mask: 0}
 boards:
   - [{board_id: 0x41200000001}, {board_type: p150}, {chips: [0]}]
 """

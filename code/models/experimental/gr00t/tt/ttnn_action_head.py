@@ -14,7 +14,7 @@ import ttnn
 
 from ..common.configs import ActionHeadConfig
 from ..common.flow_matching import step_size, timestep_buckets
-from ..reference.torch_action_head import action_sinusoid
+from ..common.embeddings import action_sinusoid
 from .ttnn_common import NEG_INF, DeviceWeights, layer_norm
 from .ttnn_dit import TtDiT, TtSelfAttentionTransformer
 from .weight_layout import HEAD, tile_up

@@ -17,7 +17,7 @@ import torch
 import ttnn
 
 from ..common.configs import DiTConfig, VLSelfAttentionConfig
-from ..reference.torch_dit import timestep_sinusoid
+from ..common.embeddings import timestep_sinusoid
 from .ttnn_common import (DeviceWeights, attend, fused_self_attention, gelu_tanh, layer_norm, linear, split_heads)
 from .weight_layout import DIT, VLSA, tile_up
 
@@ -85,7 +85,8 @@ class TtDiT:
             kv = linear(w, vl_embs, f"{self.p}transformer_blocks.{i}.attn1.kv")
             s = vl_embs.shape[1]
             k = split_heads(ttnn.slice(kv, [0, 0, 0], [1, s, inner]), c.num_attention_heads, self.padded_head_dim)
-            v = split_heads(ttnn.slice(kv, [0, 0, inner], [1, s, 2 * inner]), c.num_attention_heads, self.padded_head_dim)
+            v = split_heads(ttnn.slice(kv, [0, 0, inner], [1, s, 2 * inner]), c.num_attention_heads,
+                            self.padded_head_dim)
             out.append((k, v))
         return out
 
@@ -100,7 +101,8 @@ class TtDiT:
             if c.cross_attends(i):
                 q = split_heads(linear(w, n, p + "attn1.q"), c.num_attention_heads, self.padded_head_dim)
                 k, v = kv[i]
-                o = linear(w, attend(w, q, k, v, scale=c.attention_head_dim**-0.5, mask=cross_mask), p + "attn1.to_out.0")
+                o = linear(w, attend(w, q, k, v, scale=c.attention_head_dim**-0.5, mask=cross_mask),
+                           p + "attn1.to_out.0")
             else:
                 o = fused_self_attention(w, n, p + "attn1.", "to_out.0", c.num_attention_heads, c.attention_head_dim,
                                          bias=True, mask=self_mask)

@@ -90,8 +90,10 @@ class Gr00tTT:
         if input_ids.ndim != 2 or input_ids.shape[0] != 1 or n_real > s.seq_len:
             raise InputError("instruction", f"prompt of {n_real} tokens does not fit the captured length {s.seq_len}")
         image = (input_ids[0] == self.config.eagle.image_token_index).nonzero().flatten()
-        if image.numel() != s.image_tokens or int(image[0]) != s.image_offset or int(image[-1]) != s.image_offset + s.image_tokens - 1:
-            raise InputError("instruction", f"the image block must be {s.image_tokens} tokens at offset {s.image_offset}")
+        if (image.numel() != s.image_tokens or int(image[0]) != s.image_offset
+                or int(image[-1]) != s.image_offset + s.image_tokens - 1):
+            raise InputError("instruction",
+                             f"the image block must be {s.image_tokens} tokens at offset {s.image_offset}")
         if tuple(state.shape) != (1, 1, s.state_dim):
             raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
         if tuple(noise.shape) != (1, s.horizon, s.action_dim):

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import ttnn
 
 from ..common.configs import Qwen3Config
-from ..reference.torch_qwen3 import rope_cos_sin
+from ..common.embeddings import rope_cos_sin
 from .ttnn_common import DeviceWeights, attend, linear, rms_norm
 from .weight_layout import LLM, tile_up
 
@@ -36,11 +36,15 @@ class TtQwen3:
         self.w, self.c, self.n, self.p = w, c, num_layers, prefix
         hd, padded = c.head_dim, tile_up(c.head_dim)  # padded heads (tiny test configs) keep zeros in the padding
         cos, sin = (F.pad(t, (0, padded - hd)) for t in rope_cos_sin(torch.arange(seq_len), hd, c.rope_theta))
-        put = lambda t: ttnn.from_torch(t[None, None], dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
+
+        def put(t):
+            return ttnn.from_torch(t[None, None], dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
+
         self.cos, self.sin, self.rot = put(cos), put(sin), put(rotate_half_matrix(hd, padded))
 
     def rope(self, x: ttnn.Tensor) -> ttnn.Tensor:
-        rotated = ttnn.matmul(x, self.rot, memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=self.w.norm_config)
+        rotated = ttnn.matmul(x, self.rot, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                              compute_kernel_config=self.w.norm_config)
         return ttnn.add(ttnn.mul(x, self.cos), ttnn.mul(rotated, self.sin))
 
     def layer(self, x: ttnn.Tensor, i: int) -> ttnn.Tensor:

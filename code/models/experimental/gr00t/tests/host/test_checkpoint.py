@@ -90,7 +90,8 @@ def _rewrite_shard(directory, edit):
     "edit, message",
     [
         (lambda t: t.pop("backbone.eagle_model.mlp1.0.bias"), "missing key.*mlp1.0.bias"),
-        (lambda t: t.update({"backbone.eagle_model.mlp1.0.weight": torch.zeros(3, 3)}), r"shape mismatch.*mlp1.0.weight.*\[3, 3\]"),
+        (lambda t: t.update({"backbone.eagle_model.mlp1.0.weight": torch.zeros(3, 3)}),
+         r"shape mismatch.*mlp1.0.weight.*\[3, 3\]"),
         (lambda t: t.update({"backbone.eagle_model.extra.weight": torch.zeros(1)}), "unexpected key.*extra.weight"),
     ],
     ids=["missing", "wrong_shape", "unexpected"],
@@ -104,7 +105,8 @@ def test_strict_loading_names_the_bad_key(tmp_path, tiny_checkpoint, edit, messa
 
 def test_a_saved_tied_lm_head_is_tolerated(tmp_path, tiny_checkpoint):
     with_head = shutil.copytree(tiny_checkpoint, tmp_path / "with_head")
-    _rewrite_shard(with_head, lambda t: t.update({OPTIONAL_UNUSED_KEYS[0]: torch.zeros(151680, 64, dtype=torch.bfloat16)}))
+    _rewrite_shard(with_head,
+                   lambda t: t.update({OPTIONAL_UNUSED_KEYS[0]: torch.zeros(151680, 64, dtype=torch.bfloat16)}))
     Gr00tN15.from_checkpoint(LazyCheckpoint(with_head), Gr00tN15Config.tiny())
 
 

@@ -62,8 +62,8 @@ def test_run_reference_seed_is_reproducible(tmp_path, tiny_checkpoint, obs_file)
 
 
 def test_missing_files_are_one_line(tmp_path, tiny_checkpoint, obs_file):
-    assert_one_line_error(run("run_reference.py", "--checkpoint", tiny_checkpoint, "--observation", tmp_path / "nope.json",
-                              "--out", tmp_path / "o.json"), "observation file not found")
+    assert_one_line_error(run("run_reference.py", "--checkpoint", tiny_checkpoint, "--observation",
+                              tmp_path / "nope.json", "--out", tmp_path / "o.json"), "observation file not found")
     assert_one_line_error(run("run_reference.py", "--checkpoint", tmp_path / "nockpt", "--observation", obs_file,
                               "--out", tmp_path / "o.json"), "config.json: not found")
 
@@ -88,12 +88,12 @@ def test_wrong_tensor_shape_is_one_line(tmp_path, tiny_checkpoint, obs_file):
 def test_unknown_state_group_and_oversize_prompt_are_one_line(tmp_path, tiny_checkpoint, gr1_request):
     bad = dict(gr1_request, state={**gr1_request["state"], "waist": [[0.0, 0.0, 0.0]]})
     (tmp_path / "bad.json").write_text(json.dumps(bad))
-    assert_one_line_error(run("run_reference.py", "--checkpoint", tiny_checkpoint, "--observation", tmp_path / "bad.json",
-                              "--out", tmp_path / "o.json"), "state.waist: unknown state group")
+    assert_one_line_error(run("run_reference.py", "--checkpoint", tiny_checkpoint, "--observation",
+                              tmp_path / "bad.json", "--out", tmp_path / "o.json"), "state.waist: unknown state group")
     long = dict(gr1_request, instruction="a" + " a" * 200)
     (tmp_path / "long.json").write_text(json.dumps(long))
-    assert_one_line_error(run("run_reference.py", "--checkpoint", tiny_checkpoint, "--observation", tmp_path / "long.json",
-                              "--out", tmp_path / "o.json"), "limit is 102")
+    assert_one_line_error(run("run_reference.py", "--checkpoint", tiny_checkpoint, "--observation",
+                              tmp_path / "long.json", "--out", tmp_path / "o.json"), "limit is 102")
 
 
 def test_synthetic_cli_refuses_a_non_empty_output(tmp_path, tiny_checkpoint):
@@ -108,7 +108,8 @@ def test_run_reference_serves_n17_checkpoints_too(tmp_path):
     ckpt = write_checkpoint(tmp_path / "n17", scale="tiny", seed=0, version="n17", log=lambda _: None)
     request = load_demo_request("n17")
     (tmp_path / "obs.json").write_text(json.dumps({k: request[k] for k in ("images", "state", "instruction")}))
-    proc = run("run_reference.py", "--checkpoint", ckpt, "--observation", tmp_path / "obs.json", "--out", tmp_path / "o.json")
+    proc = run("run_reference.py", "--checkpoint", ckpt, "--observation", tmp_path / "obs.json",
+               "--out", tmp_path / "o.json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads((tmp_path / "o.json").read_text())
     assert {k: np.shape(v) for k, v in out["actions"].items()} == {"eef_9d": (40, 9), "gripper_position": (40, 1),

@@ -41,7 +41,8 @@ def test_published_config_json_uses_published_eagle_constants():
     c = Gr00tN15Config.from_dict(data)
     assert (c.eagle.vision.hidden_size, c.eagle.vision.num_hidden_layers, c.eagle.vision.num_patches) == (1152, 27, 256)
     assert (c.eagle.text.hidden_size, c.eagle.text.num_key_value_heads, c.eagle.select_layer) == (2048, 8, 12)
-    assert (c.action_head.dit.num_layers, c.action_head.dit.inner_dim, c.action_head.vl_self_attention.num_layers) == (16, 1536, 4)
+    assert (c.action_head.dit.num_layers, c.action_head.dit.inner_dim,
+            c.action_head.vl_self_attention.num_layers) == (16, 1536, 4)
 
 
 def test_config_errors_name_the_field():
@@ -72,7 +73,8 @@ def test_unsupported_or_ambiguous_head_variants_are_refused(path, value):
 
 
 def test_full_inventory_equals_nvidia_parameter_table():
-    ours = [(s.name, str(tuple(s.shape)), str(s.dtype).removeprefix("torch.")) for s in n15_inventory(Gr00tN15Config.full())]
+    ours = [(s.name, str(tuple(s.shape)), str(s.dtype).removeprefix("torch."))
+            for s in n15_inventory(Gr00tN15Config.full())]
     theirs = [row for row in nvidia_inventory() if not row[0].endswith("lm_head.weight")]  # tied, not saved
     assert len(ours) == 898
     assert ours == theirs  # names, shapes, dtypes and state-dict order

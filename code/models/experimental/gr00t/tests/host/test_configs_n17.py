@@ -134,8 +134,10 @@ def test_published_config_json_has_the_spec_values_and_rebuilds_with_published_b
     assert {k: data[k] for k in PUBLISHED_CONFIG_FIELDS} == PUBLISHED_CONFIG_FIELDS
     c = Gr00tN17Config.from_dict(data)
     assert c == Gr00tN17Config.full()
-    assert (c.backbone.vision.depth, c.backbone.vision.hidden_size, c.backbone.vision.deepstack_visual_indexes) == (24, 1024, (5, 11, 17))
-    assert (c.backbone.text.hidden_size, c.backbone.text.num_key_value_heads, c.backbone.text.head_dim) == (2048, 8, 128)
+    assert (c.backbone.vision.depth, c.backbone.vision.hidden_size,
+            c.backbone.vision.deepstack_visual_indexes) == (24, 1024, (5, 11, 17))
+    assert (c.backbone.text.hidden_size, c.backbone.text.num_key_value_heads,
+            c.backbone.text.head_dim) == (2048, 8, 128)
     assert (c.backbone.select_layer, c.backbone.image_token_id) == (16, 151655)
 
 
@@ -156,7 +158,7 @@ def test_tiny_checkpoint_tensors_are_exactly_the_tiny_inventory(n17_tiny_checkpo
     stored = {}
     for shard in sorted(set(index["weight_map"].values())):
         with safe_open(str(n17_tiny_checkpoint / shard), framework="pt") as f:
-            for name in f.keys():  # noqa: SIM118 (safe_open is not iterable)
+            for name in f.keys():  # safe_open is not iterable
                 t = f.get_slice(name)
                 stored[name] = (tuple(t.get_shape()), t.get_dtype())
     expected = {s.name: (s.shape, "BF16") for s in n17_inventory(Gr00tN17Config.tiny())}
@@ -174,7 +176,8 @@ def test_tiny_checkpoint_tensors_are_exactly_the_tiny_inventory(n17_tiny_checkpo
                               "attend_text_every_n", "max_state_dim", "interleave", "alternate_vl_dit"])
 @pytest.mark.parametrize("record_backbone", [True, False], ids=["recorded_backbone", "published_backbone"])
 def test_a_missing_structural_key_is_refused_naming_it(path, record_backbone):
-    data = Gr00tN17Config.preset("tiny" if record_backbone else "full").to_checkpoint_json(record_backbone=record_backbone)
+    data = Gr00tN17Config.preset("tiny" if record_backbone else "full").to_checkpoint_json(
+        record_backbone=record_backbone)
     section = data
     for key in path[:-1]:
         section = section[key]

@@ -15,12 +15,13 @@ from models.experimental.gr00t.common.quality import FP32_ACTION_ATOL, max_abs_d
 from models.experimental.gr00t.reference.fast_policy import FastPolicy, padded_length
 from models.experimental.gr00t.reference.fast_policy_n17 import FastPolicyN17
 from models.experimental.gr00t.reference.policies import fast_policy_from_reference, load_reference_policy
-from models.experimental.gr00t.reference.torch_policy import Stopwatch
+from models.experimental.gr00t.common.timing import Stopwatch
 
 BF16_ACTION_PCC_MIN = 0.9999  # issue 7: per arm / action group, vs the fp32 golden
 OPTIONS = {"cpu_default": {}, "padded": {"pad": True}, "padded_fused": {"pad": True, "fuse": True}}
 INSTRUCTIONS = {"n15": ["pick the pear from the counter and place it in the plate", "wave"],
-                "n17": ["Put the blue block in the green bowl", "open the top drawer of the wooden cabinet slowly please"]}
+                "n17": ["Put the blue block in the green bowl",
+                        "open the top drawer of the wooden cabinet slowly please"]}
 
 
 @pytest.fixture(scope="module", params=["n15", "n17"])
@@ -116,7 +117,8 @@ def test_bf16_fast_path_reaches_pcc_0_9999_per_action_group(checkpoint, golden, 
         got = fast.get_action(observation(version, text)[0], seed=5)
         scores = {k: pcc(got.actions[k], want.actions[k]) for k in want.actions}
         assert min(scores.values()) >= BF16_ACTION_PCC_MIN, scores
-        assert 0 < max(max_abs_diff(got.actions[k], want.actions[k]) for k in want.actions) < 1.0  # really bf16, not fp32
+        # really bf16, not fp32
+        assert 0 < max(max_abs_diff(got.actions[k], want.actions[k]) for k in want.actions) < 1.0
 
 
 def test_padded_lengths_are_the_documented_static_shapes():

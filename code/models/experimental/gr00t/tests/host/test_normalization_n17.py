@@ -115,7 +115,8 @@ def test_state_is_2x_minus_q01_over_range_minus_1_clipped_in_eef_gripper_joint_o
 def test_state_groups_land_at_0_9_then_9_then_10_17():
     """Each group normalised against distinct statistics lands in its own slice: eef 0:9, gripper 9,
     joints 10:17 (the modality-key order), whatever order the request dict has."""
-    stats = DroidStats(state_q01={"eef_9d": np.zeros(9), "gripper_position": np.zeros(1), "joint_position": np.zeros(7)},
+    stats = DroidStats(state_q01={"eef_9d": np.zeros(9), "gripper_position": np.zeros(1),
+                                  "joint_position": np.zeros(7)},
                        state_q99={"eef_9d": np.full(9, 4.0), "gripper_position": np.full(1, 4.0),
                                   "joint_position": np.full(7, 4.0)},
                        action_lo={}, action_hi={})
@@ -159,7 +160,8 @@ def test_decoded_actions_are_float32_per_key_over_the_40_step_horizon(decoded):
     _, _, out = decoded
     assert list(out) == ["eef_9d", "gripper_position", "joint_position"]
     assert {k: (v.shape, v.dtype) for k, v in out.items()} == {
-        "eef_9d": ((40, 9), np.float32), "gripper_position": ((40, 1), np.float32), "joint_position": ((40, 7), np.float32)}
+        "eef_9d": ((40, 9), np.float32), "gripper_position": ((40, 1), np.float32),
+        "joint_position": ((40, 7), np.float32)}
 
 
 def test_joints_are_state_plus_per_step_relative_min_max_with_clipping(decoded, raw_stats):

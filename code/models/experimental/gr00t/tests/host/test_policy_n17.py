@@ -179,7 +179,8 @@ def test_actions_equal_the_decoded_action_pred(n17_policy, demo, n17_tiny_checkp
     # and, independently of the decoder, upstream's joint and gripper formulas hold
     s = json.loads((n17_tiny_checkpoint / "statistics.json").read_text())[TAG]
     y = np.clip(r.action_pred.astype(np.float64), -1, 1)
-    lo, hi = np.array(s["relative_action"]["joint_position"]["min"]), np.array(s["relative_action"]["joint_position"]["max"])
+    lo, hi = (np.array(s["relative_action"]["joint_position"]["min"]),
+              np.array(s["relative_action"]["joint_position"]["max"]))
     joints = obs.state["joint_position"] + (y[:, 10:17] + 1) / 2 * (hi - lo) + lo
     np.testing.assert_allclose(r.actions["joint_position"], joints, rtol=1e-6, atol=1e-6)
     g = s["action"]["gripper_position"]

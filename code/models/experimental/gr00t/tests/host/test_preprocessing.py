@@ -63,7 +63,8 @@ def test_png_decoding_equals_opencv():
     rgb = make_frame(5, (97, 131))
     b64 = encode_png(rgb)
     ours = decode_image(b64)
-    theirs = cv2.cvtColor(cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    theirs = cv2.cvtColor(cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR),
+                          cv2.COLOR_BGR2RGB)
     assert np.array_equal(ours, theirs) and np.array_equal(ours, rgb)
 
 

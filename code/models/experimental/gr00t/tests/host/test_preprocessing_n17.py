@@ -149,7 +149,8 @@ def test_pil_processor_differs_by_at_most_one_grey_level():
     # level (2/255 after normalising), and its unfused x/255 then (x − 0.5)/0.5 by float rounding.
     frames = droid_frames(4)
     ours, grid = qwen_pixel_values(frames)
-    theirs = Qwen2VLImageProcessorPil(**QWEN3_VL_KWARGS)(images=[Image.fromarray(f) for f in frames], return_tensors="pt")
+    theirs = Qwen2VLImageProcessorPil(**QWEN3_VL_KWARGS)(images=[Image.fromarray(f) for f in frames],
+                                                         return_tensors="pt")
     assert torch.equal(grid, theirs["image_grid_thw"])
     diff = (ours.double() - theirs["pixel_values"].double()).abs()
     assert diff.max().item() <= 2 / 255 + 1e-6

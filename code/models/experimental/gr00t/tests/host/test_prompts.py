@@ -8,7 +8,8 @@ from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.prompts import encode_n15_prompt, get_tokenizer, render_instruction
 
 # Measured by running NVIDIA's Gr00tPolicy.get_action transform path (N1.5, transformers 4.51.3).
-PREFIX = [151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198, 151644, 872, 198, 27, 1805, 220, 16, 29, 151670]
+PREFIX = [151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198, 151644, 872, 198, 27, 1805, 220, 16, 29,
+          151670]
 EXAMPLE_TEXT = [677, 36953, 705, 279, 23268, 11, 323, 1992, 432, 304, 279, 14024, 0, 660]
 SUFFIX = [151645, 198, 151644, 77091, 198]
 
@@ -36,7 +37,8 @@ def test_instruction_is_rendered_like_a_numpy_array():
 def test_special_token_ids():
     tok = get_tokenizer("n15")
     ids = {t: tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image_pad|>",
-                                                      "<|vision_start|>", "<IMG_CONTEXT>", "<img>", "</img>", "</interval>")}
+                                                      "<|vision_start|>", "<IMG_CONTEXT>", "<img>", "</img>",
+                                                      "</interval>")}
     assert ids == {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<|image_pad|>": 151655,
                    "<|vision_start|>": 151652, "<IMG_CONTEXT>": 151669, "<img>": 151670, "</img>": 151671,
                    "</interval>": 151679}

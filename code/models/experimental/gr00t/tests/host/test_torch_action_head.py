@@ -26,7 +26,8 @@ def test_category_specific_linear_uses_the_embodiment_row_untransposed():
     ids = torch.tensor([24, 3])
     got = layer(x, ids)
     for row, cat in enumerate(ids.tolist()):
-        np.testing.assert_allclose(got[row].detach().numpy(), (x[row] @ layer.W[cat] + layer.b[cat]).detach().numpy(), atol=1e-6)
+        np.testing.assert_allclose(got[row].detach().numpy(), (x[row] @ layer.W[cat] + layer.b[cat]).detach().numpy(),
+                                   atol=1e-6)
 
 
 def test_action_sinusoid_is_sin_first_over_half_width():

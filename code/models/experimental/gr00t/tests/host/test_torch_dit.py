@@ -100,7 +100,8 @@ def test_vl_self_attention_matches_diffusers_assembly():
     c = Gr00tN15Config.tiny().action_head.vl_self_attention
     oracle = nn.Module()
     oracle.transformer_blocks = nn.ModuleList(
-        OracleBlock(c.inner_dim, c.num_attention_heads, c.attention_head_dim, None, ada=False) for _ in range(c.num_layers))
+        OracleBlock(c.inner_dim, c.num_attention_heads, c.attention_head_dim, None, ada=False)
+        for _ in range(c.num_layers))
     randomize_(oracle, seed=8).eval()
     ours = SelfAttentionTransformer(c)
     ours.load_state_dict(oracle.state_dict(), strict=True)

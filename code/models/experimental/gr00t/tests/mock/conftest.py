@@ -23,7 +23,7 @@ def mock_device(tmp_path_factory):
     root = build_mock_runtime(tmp_path_factory.mktemp("tt-mock") / "runtime")
     os.environ.update(mock_env(root))
     os.environ.setdefault("TT_LOGGER_LEVEL", "error")  # tt-metal's info/warning chatter would bury pytest's summary
-    import ttnn  # noqa: PLC0415 - must follow the environment above
+    import ttnn  # must follow the environment above
 
     device = ttnn.open_device(device_id=0)
     yield device

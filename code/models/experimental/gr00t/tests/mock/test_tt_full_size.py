@@ -35,7 +35,7 @@ def full_checkpoint() -> Path:
 
 @pytest.fixture(scope="module")
 def full_policy(mock_device, full_checkpoint, tmp_path_factory):
-    from models.experimental.gr00t.tt.runner import TTGr00tPolicy
+    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
 
     lines: list[str] = []
     root = tmp_path_factory.mktemp("tt-cache")
@@ -61,9 +61,11 @@ def test_full_size_model_runs_through_every_tt_module(full_policy, mock_device):
     taps, calls, programs = captured_forward(m, mock_device)
     print(f"full-size forward on the mock P150: {len(calls)} calls, {programs} programs built")
     assert programs > 50
-    assert count_calls(calls, "transformer.scaled_dot_product_attention") == expected_attention_calls(policy.config) == 27 + 12 + 4 + 16 * 4
+    assert (count_calls(calls, "transformer.scaled_dot_product_attention") == expected_attention_calls(policy.config)
+            == 27 + 12 + 4 + 16 * 4)
     norms = expected_norm_calls(policy.config)
-    assert (count_calls(calls, "layer_norm"), count_calls(calls, "rms_norm")) == (norms["layer_norm"], norms["rms_norm"])
+    assert (count_calls(calls, "layer_norm"),
+            count_calls(calls, "rms_norm")) == (norms["layer_norm"], norms["rms_norm"])
     assert m.w.used == set(m.w.names())
     assert tuple(taps["vision_features"].shape) == (1, 256, 1152)
     assert tuple(taps["backbone_features"].shape) == (1, 384, 2048)

@@ -56,7 +56,8 @@ def compare(tt: dict, taps: dict, seq_len: int) -> dict[str, tuple[float, float]
         if name in ("backbone_features", "vl_embs"):
             got = got[:, :seq_len]  # the padded prompt rows are never read
         want = taps[name].float()
-        out[name] = (max_abs_diff(got.reshape(want.shape).numpy(), want.numpy()), pcc(got.flatten().numpy(), want.flatten().numpy()))
+        out[name] = (max_abs_diff(got.reshape(want.shape).numpy(), want.numpy()),
+                     pcc(got.flatten().numpy(), want.flatten().numpy()))
     return out
 
 

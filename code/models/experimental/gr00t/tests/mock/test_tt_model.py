@@ -19,7 +19,7 @@ pytestmark = pytest.mark.mock
 
 @pytest.fixture(scope="module")
 def tt_policy(mock_device, tiny_checkpoint, tmp_path_factory):
-    from models.experimental.gr00t.tt.runner import TTGr00tPolicy
+    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
 
     return TTGr00tPolicy.build(tiny_checkpoint, mock_device, cache_root=tmp_path_factory.mktemp("tt-cache"),
                                weights_id="tiny-seed0", traced=False, log=lambda _: None)
@@ -113,10 +113,10 @@ def test_inputs_off_the_static_shapes_are_refused_before_any_device_write(tt_pol
 
 
 def test_the_untraced_runner_times_every_stage(tt_policy, demo_inputs):
-    from models.experimental.gr00t.reference.torch_policy import Stopwatch
+    from models.experimental.gr00t.common.timing import Stopwatch
 
     clock = Stopwatch()
-    actions = tt_policy.infer(demo_inputs, clock)
+    actions = tt_policy.infer(demo_inputs, clock)["action_pred"]
     assert tuple(actions.shape) == (1, 16, 32)
     assert list(clock.ms) == ["host_inputs", "upload", "vision", "llm", "adapter", "denoise", "readback"]
 

@@ -58,8 +58,9 @@ def test_every_stage_meets_its_gate(p150, device_checkpoint, tt_cache_root, refe
             got = got[:, :seq]
         want = taps_ref[name]
         got = got.reshape(want.shape)
-        report[name] = {"pcc": pcc(got.numpy(), want.numpy()), "max_abs": max_abs_diff(got.numpy(), want.numpy()), "gate": gate}
-    _, actions = policy.finish(ttnn.to_torch(taps["action_pred"]).float())
+        report[name] = {"pcc": pcc(got.numpy(), want.numpy()), "max_abs": max_abs_diff(got.numpy(), want.numpy()),
+                        "gate": gate}
+    _, actions = policy.finish(ttnn.to_torch(taps["action_pred"]).float(), inputs)
     groups = {k: {"pcc": pcc(actions[k], actions_ref[k]), "max_abs": max_abs_diff(actions[k], actions_ref[k]),
                   "spread": float(np.ptp(actions_ref[k]))} for k in policy.layout.action_keys}
     out = os.environ.get("GR00T_DEVICE_REPORT") or str(tmp_path / "pcc_stages.json")
@@ -67,5 +68,6 @@ def test_every_stage_meets_its_gate(p150, device_checkpoint, tt_cache_root, refe
         json.dump({"stages": report, "groups": groups}, f, indent=1)
     print(json.dumps({"stages": report, "groups": groups}, indent=1))
     failed = {k: r for k, r in report.items() if r["gate"] is not None and not r["pcc"] >= r["gate"]}
-    failed.update({k: g for k, g in groups.items() if g["spread"] > SPREAD_MIN and not g["pcc"] >= GATES["action_pred"]})
+    failed.update({k: g for k, g in groups.items()
+                   if g["spread"] > SPREAD_MIN and not g["pcc"] >= GATES["action_pred"]})
     assert not failed, failed

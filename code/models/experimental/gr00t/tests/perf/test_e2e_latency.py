@@ -14,7 +14,7 @@ import os
 import statistics
 import time
 
-from models.experimental.gr00t.reference.torch_policy import Stopwatch
+from models.experimental.gr00t.common.timing import Stopwatch
 from models.experimental.gr00t.tests.device_fixtures import build_policy, observations
 
 BUDGET_MS = 250.0
@@ -31,7 +31,7 @@ def test_traced_end_to_end_latency(p150, device_checkpoint, tt_cache_root):
     def once(clock=None):
         t = time.perf_counter()
         inputs = policy.prepare(obs, noise=noise)
-        policy.finish(policy.infer(inputs, clock))
+        policy.finish(policy.infer(inputs, clock)["action_pred"], inputs)
         return (time.perf_counter() - t) * 1e3
 
     for _ in range(10):

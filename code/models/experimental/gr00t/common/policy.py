@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What every policy shares, whatever the version or the backend: the prepared inputs, the one result
+type, the initial noise, the ``Policy`` protocol and the one JSON form of a result.
+
+A policy is three steps: ``prepare`` (host: validate and encode, raising ``InputError`` before any model
+work), ``infer`` (the model: returns every stage boundary as a named tap, ``action_pred`` among them)
+and ``finish`` (host: the model-space chunk → un-normalised actions). The fp32 reference, the torch fast
+path and the TT-NN policy implement it alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from .errors import InputError
+from .flow_matching import explicit_noise, seeded_noise
+from .timing import Stopwatch
+
+
+@dataclass
+class PreparedInputs:
+    """Everything the model needs for one request, built and validated on the host."""
+
+    pixel_values: torch.Tensor  # [N_img, 3, 224, 224] float32 (N1.7: patches)
+    input_ids: torch.Tensor  # [1, S] int64
+    state: torch.Tensor  # [1, 1, max_state_dim] float32
+    noise: torch.Tensor  # [1, horizon, action_dim] float32
+    prompt_tokens: int
+    noise_source: str  # "seed" or "client"
+    seed: int | None
+    raw_state: dict[str, np.ndarray] = field(default_factory=dict)  # N1.7 composes relative actions onto it
+    image_grid_thw: torch.Tensor | None = None  # N1.7: [N_img, 3] patch grid per image
+
+
+@dataclass
+class PolicyResult:
+    """One answer: from a policy's ``get_action`` or a server backend's ``predict``."""
+
+    actions: dict[str, np.ndarray]  # group → float32 [horizon, dim], physical units
+    action_pred: np.ndarray  # float32 [horizon, action_dim], normalised model space
+    noise_source: str
+    seed: int | None
+    seq_len: int
+    prompt_tokens: int
+    timing_ms: dict[str, float] = field(default_factory=dict)
+    taps: dict[str, Any] = field(default_factory=dict)
+
+
+class Policy(Protocol):
+    layout: Any
+    config: Any
+
+    def prepare(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PreparedInputs:
+        """Validate and encode one observation; raises ``InputError`` before any model work."""
+
+    def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, Any]:
+        """Run the model; every stage boundary as a named tap, ``action_pred`` [1, H, D] among them."""
+
+    def finish(self, action_pred, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Model-space chunk [1, H, D] → (float32 [H, D], un-normalised actions per group)."""
+
+
+def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):
+    """(noise [1, H, D], "client" | "seed", the seed used or None): explicit noise wins, else a seed."""
+    if noise is not None and seed is not None:
+        raise InputError("noise", "give either noise or seed, not both")
+    if noise is not None:
+        return explicit_noise(noise, horizon, action_dim), "client", None
+    seed = default_seed if seed is None else seed
+    return seeded_noise(seed, horizon, action_dim), "seed", seed
+
+
+def result_to_json(result: PolicyResult) -> dict[str, Any]:
+    """The answer part of a result, JSON-ready (float32 values widen to Python floats exactly). Every
+    writer of results (the server, its goldens, run_reference.py, make_demo.py) starts from this."""
+    return {"seq_len": result.seq_len, "prompt_tokens": result.prompt_tokens, "noise_source": result.noise_source,
+            "actions": {k: v.tolist() for k, v in result.actions.items()},
+            "action_pred_normalized": result.action_pred.tolist()}
