@@ -81,10 +81,8 @@ def main() -> int:
         ap.error("--device cpu times the fp32 fast path (it shares the reference's fp32 weights); bf16 is for cuda")
 
     import torch
-    from models.experimental.gr00t.reference.policies import (
-        fast_policy_from_reference,
-        load_reference_policy,
-    )
+    from models.experimental.gr00t.reference.policies import load_reference_policy
+    from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
 
     torch.set_num_threads(args.threads)
     ckpt = ensure_checkpoint(args.version, args.scale, args.seed)

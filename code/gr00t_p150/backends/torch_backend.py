@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """PyTorch backend: the fp32 reference policy (the golden) or the fast path, on the CPU or a CUDA device.
 
-``GR00T_TORCH_PATH`` picks the path: ``fast`` (``reference/fast_policy*.py``: hoisted step-invariant
+``GR00T_TORCH_PATH`` picks the path: ``fast`` (``torch_fast/``: hoisted step-invariant
 work; on CUDA also static shapes, fused projections and per-stage CUDA graphs), ``reference``, or
 ``auto`` = fast on CUDA, reference on the CPU. ``GR00T_TORCH_DTYPE=bfloat16`` is the CUDA fast path's
 mixed precision; fp32 runs anywhere. The fp32 fast path shares the reference's parameter tensors, so
@@ -52,10 +52,8 @@ class TorchBackend(PolicyBackend):
     def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str,
                  path: str | None = None):
         import torch
-        from models.experimental.gr00t.reference.policies import (
-            fast_policy_from_reference,
-            load_reference_policy,
-        )
+        from models.experimental.gr00t.reference.policies import load_reference_policy
+        from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
 
         from gr00t_p150.server.settings import parse_torch_path
 

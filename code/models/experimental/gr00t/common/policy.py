@@ -80,3 +80,17 @@ def result_to_json(result: PolicyResult) -> dict[str, Any]:
     return {"seq_len": result.seq_len, "prompt_tokens": result.prompt_tokens, "noise_source": result.noise_source,
             "actions": {k: v.tolist() for k, v in result.actions.items()},
             "action_pred_normalized": result.action_pred.tolist()}
+
+
+def get_action(policy: Policy, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64"
+               ) -> PolicyResult:
+    """prepare → infer → finish, timed (``preprocess``, the model's laps, ``postprocess``), with every tap."""
+    clock = Stopwatch()
+    inputs = policy.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
+    clock.lap("preprocess")
+    taps = policy.infer(inputs, clock)
+    action_pred, actions = policy.finish(taps["action_pred"], inputs)
+    clock.lap("postprocess")
+    return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
+                        seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
+                        prompt_tokens=inputs.prompt_tokens, timing_ms=clock.ms, taps=taps)

@@ -27,34 +27,3 @@ def load_reference_policy(directory: str | Path, version: str | None = None, lay
         raise ConfigError(f"{directory}: holds a {found} checkpoint, but {version} was requested")
     spec = get_spec(found)
     return load(spec.policy_cls).from_checkpoint(directory, layout=layout or spec.layout, device=device)
-
-
-def fast_policy_from_reference(ref, *, device: str = "cpu", dtype: str = "float32", pad: bool | None = None,
-                               fuse: bool | None = None, graphs: bool | None = None):
-    """The fast path built on ``ref`` (a reference policy loaded fp32 on the CPU, or on ``device``).
-
-    fp32: the fast policy computes with ``ref``'s own tensors, and ``ref`` stays a working golden.
-    bf16 (CUDA): ``ref``'s tensors are cast and moved in place (one copy of the weights), so ``ref``
-    must not be used afterwards. Defaults: CUDA pads, fuses and captures graphs; the CPU does none
-    of it (measured no faster there; see ``fast_policy``)."""
-    import torch
-
-    from .fast_cuda import to_mixed_precision
-    from .fast_dit import StepTables
-
-    cls = load(get_spec(ref.config.version).fast_cls)
-    dev = torch.device(device)
-    cuda = dev.type == "cuda"
-    options = {"pad": cuda if pad is None else pad, "fuse": cuda if fuse is None else fuse,
-               "graphs": cuda if graphs is None else graphs}
-    if dtype == "float32":
-        if ref.device != dev:
-            ref.model.to(dev)
-            ref = type(ref)(ref.model, ref.config, ref.layout, ref.stats, ref.checkpoint_dir, ref.synthetic)
-        return cls.from_reference(ref, **options)
-    if dtype != "bfloat16":
-        raise ValueError(f"dtype {dtype!r}: the fast path runs float32 or bfloat16")
-    tables = StepTables.build(ref.model.action_head)  # from the fp32 weights, before the cast
-    model = to_mixed_precision(ref.model, dev, torch.bfloat16)
-    return cls(model, ref.config, ref.layout, ref.stats, ref.checkpoint_dir, ref.synthetic,
-               tables=tables.to(dev), **options)

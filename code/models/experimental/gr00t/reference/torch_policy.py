@@ -16,22 +16,18 @@ import torch
 from ..common.checkpoint import LazyCheckpoint
 from ..common.configs import Gr00tN15Config
 from ..common.inputs_n15 import prepare_n15
-from ..common.layouts import Layout, get_layout
+from ..common.layouts import get_layout
 from ..common.normalization import ActionStats, unnormalize
 from ..common.observation import Observation
-from ..common.policy import PolicyResult, PreparedInputs
+from ..common.policy import PreparedInputs
 from ..common.synthetic import synthetic_info
 from ..common.timing import Stopwatch
+from .policy import ReferencePolicyBase
 from .torch_gr00t import Gr00tN15
 
 
-class ReferencePolicy:
-    def __init__(self, model: Gr00tN15, config: Gr00tN15Config, layout: Layout, stats: ActionStats,
-                 checkpoint_dir: Path, synthetic: dict | None):
-        self.model, self.config, self.layout, self.stats = model, config, layout, stats
-        self.checkpoint_dir, self.synthetic = checkpoint_dir, synthetic
-        self.device = next(model.parameters()).device
-        self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64, device=self.device)
+class ReferencePolicy(ReferencePolicyBase):
+    """N1.5 GR1: ``model`` is a ``Gr00tN15``, ``stats`` the GR1 ``ActionStats``."""
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, layout: str = "gr1", device: str = "cpu") -> "ReferencePolicy":
@@ -80,15 +76,3 @@ class ReferencePolicy:
                 "noise": inputs.noise, "vision_features": vision, "vit_embeds": vit_embeds,
                 "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features,
                 **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
-
-    def get_action(self, obs: Observation, *, noise=None, seed: int | None = None,
-                   state_dtype: str = "float64") -> PolicyResult:
-        clock = Stopwatch()
-        inputs = self.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
-        clock.lap("preprocess")
-        taps = self.infer(inputs, clock)
-        action_pred, actions = self.finish(taps["action_pred"], inputs)
-        clock.lap("postprocess")
-        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
-                            seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
-                            prompt_tokens=inputs.prompt_tokens, timing_ms=clock.ms, taps=taps)

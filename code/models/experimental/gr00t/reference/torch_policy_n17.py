@@ -27,11 +27,11 @@ from ..common.policy import PreparedInputs, initial_noise
 from ..common.synthetic import synthetic_info
 from ..common.timing import Stopwatch
 from .torch_gr00t_n17 import Gr00tN17
-from .torch_policy import ReferencePolicy
+from .policy import ReferencePolicyBase
 
 
-class ReferencePolicyN17(ReferencePolicy):
-    """Same life cycle as the N1.5 policy (``get_action`` = prepare → infer → finish); N1.7's own
+class ReferencePolicyN17(ReferencePolicyBase):
+    """N1.7 DROID: the shared life cycle (``get_action`` = prepare → infer → finish) with N1.7's own
     checkpoint files, host chain, model and action decoding."""
 
     @classmethod

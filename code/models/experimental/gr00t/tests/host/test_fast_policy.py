@@ -12,9 +12,11 @@ import torch
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.observation import parse_observation
 from models.experimental.gr00t.common.quality import FP32_ACTION_ATOL, max_abs_diff, pcc
-from models.experimental.gr00t.reference.fast_policy import FastPolicy, padded_length
-from models.experimental.gr00t.reference.fast_policy_n17 import FastPolicyN17
-from models.experimental.gr00t.reference.policies import fast_policy_from_reference, load_reference_policy
+from models.experimental.gr00t.reference.policies import load_reference_policy
+from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
+from models.experimental.gr00t.torch_fast.fast_policy import padded_length
+from models.experimental.gr00t.torch_fast.fast_policy_n15 import FastPolicyN15
+from models.experimental.gr00t.torch_fast.fast_policy_n17 import FastPolicyN17
 from models.experimental.gr00t.common.timing import Stopwatch
 
 BF16_ACTION_PCC_MIN = 0.9999  # issue 7: per arm / action group, vs the fp32 golden
@@ -70,7 +72,7 @@ def test_fp32_fast_path_matches_the_golden_at_every_tap(reference, golden, versi
 
 
 def type_for(version: str):
-    return FastPolicy if version == "n15" else FastPolicyN17
+    return FastPolicyN15 if version == "n15" else FastPolicyN17
 
 
 def test_fusing_shares_the_weights_and_leaves_the_reference_bit_identical(checkpoint, version):

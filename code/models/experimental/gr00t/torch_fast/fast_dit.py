@@ -23,8 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..common.embeddings import action_sinusoid
 from ..common.flow_matching import step_size, timestep_buckets
-from .torch_action_head import CategorySpecificLinear, FlowmatchingActionHead, action_sinusoid
+from ..reference.torch_action_head import CategorySpecificLinear, FlowmatchingActionHead
 
 
 class Fusions:

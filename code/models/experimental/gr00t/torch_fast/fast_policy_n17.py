@@ -13,24 +13,15 @@ instruction plus the 51-token instruction limit, rounded up to 16.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 
 from ..common.policy import PreparedInputs
-from .fast_dit import StepTables
-from .fast_policy import FastInfer, padded_length, qwen3_layer
-from .torch_policy_n17 import ReferencePolicyN17
-from .torch_qwen3vl import mrope_cos_sin, rope_index, vision_position_embedding, vision_rope_cos_sin
+from ..reference.torch_qwen3vl import mrope_cos_sin, rope_index, vision_position_embedding, vision_rope_cos_sin
+from .fast_policy import FastPolicy, StaticBuffers, padded_length, qwen3_layer
 
 
-class FastPolicyN17(FastInfer, ReferencePolicyN17):
-    """N1.7 DROID fast path; ``prepare`` / ``finish`` / ``get_action`` are the reference's."""
-
-    def __init__(self, model, config, layout, stats, checkpoint_dir, synthetic, *, pad: bool = False,
-                 fuse: bool = False, graphs: bool = False, tables: StepTables | None = None):
-        super().__init__(model, config, layout, stats, checkpoint_dir, synthetic)
-        self._init_fast(pad=pad, fuse=fuse, graphs=graphs, tables=tables)
+class FastPolicyN17(FastPolicy):
+    """N1.7 DROID fast path around a ``ReferencePolicyN17``; ``prepare`` / ``finish`` are the reference's."""
 
     @property
     def qwen(self):
@@ -46,7 +37,7 @@ class FastPolicyN17(FastInfer, ReferencePolicyN17):
         grids = tuple(tuple(int(v) for v in g) for g in inputs.image_grid_thw.tolist())
         return (length, grids, tuple(inputs.pixel_values.shape))
 
-    def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> SimpleNamespace:
+    def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> StaticBuffers:
         length, grids, pixel_shape = key
         vc, dev, dt = self.config.backbone.vision, self.device, self.act_dtype
         visual = self.qwen.visual
@@ -66,7 +57,7 @@ class FastPolicyN17(FastInfer, ReferencePolicyN17):
         b.text_valid = torch.zeros(1, length - n_image, dtype=torch.bool, device=dev) if self.pad else None
         return b
 
-    def _fill(self, b: SimpleNamespace, inputs: PreparedInputs) -> None:
+    def _fill(self, b: StaticBuffers, inputs: PreparedInputs) -> None:
         c = self.config.backbone
         self._fill_common(b, inputs, c.image_token_id)
         b.pixel_values.copy_(inputs.pixel_values)
@@ -85,7 +76,7 @@ class FastPolicyN17(FastInfer, ReferencePolicyN17):
         if b.text_valid is not None:
             b.text_valid.copy_((text < s)[None])
 
-    def _stages(self, b: SimpleNamespace) -> list:
+    def _stages(self, b: StaticBuffers) -> list:
         visual, lm, fh, fz = self.qwen.visual, self.qwen.language_model, self.fast_head, self.fz
         vc = self.config.backbone.vision
 
@@ -114,5 +105,5 @@ class FastPolicyN17(FastInfer, ReferencePolicyN17):
         rows = {"text": (b.text_idx, b.text_valid), "image": (b.image_pos, None)}
         return [("vision", vision), ("llm", language), ("adapter", adapter), *self._dit_stages(b, rows)]
 
-    def _taps(self, b: SimpleNamespace) -> dict[str, torch.Tensor]:
+    def _taps(self, b: StaticBuffers) -> dict[str, torch.Tensor]:
         return {"vision_embeds": b.vision_embeds, **self._head_taps(b)}

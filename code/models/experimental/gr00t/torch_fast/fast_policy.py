@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fast path of the GR00T N1.5 policy: the reference's host side and its very parameter tensors,
-with an ``infer`` that does less work and can run on static buffers / CUDA graphs.
+"""Fast path of the GR00T policies (what both versions share; ``fast_policy_n15.py`` / ``_n17.py`` add
+their stages): a ``FastPolicy`` wraps a reference policy, uses its host side (``prepare`` / ``finish``)
+and its very parameter tensors, and brings an ``infer`` that does less work and can run on static
+buffers / CUDA graphs.
 
-Versus ``ReferencePolicy.infer`` (the golden, unchanged):
+Versus the reference's ``infer`` (the golden, unchanged):
 
 - the action head's step-invariant work is hoisted (``fast_dit``): cross-attention K/V once per
   request, AdaLN / output modulations and time sinusoids once at load, only the action rows decoded;
@@ -23,17 +25,16 @@ is counted in ``dit_step_0``, where the reference spends it too.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from ..common.policy import PreparedInputs
+from ..common.policy import PolicyResult, PreparedInputs, get_action
 from ..common.timing import Stopwatch
+from ..reference.policy import ReferencePolicyBase
+from ..reference.torch_qwen3 import Qwen3DecoderLayer, apply_rope
 from .fast_dit import FastActionHead, Fusions, StepTables, heads, merge_heads
-from .torch_policy import ReferencePolicy
-from .torch_qwen3 import Qwen3DecoderLayer, apply_rope, rope_cos_sin
-from .torch_siglip import SiglipVisionTransformer
 
 PAD_TOKEN_ID = 0  # any id works: padded rows never reach a real row (causal LLM, masked keys)
 PAD_MULTIPLE = 16
@@ -44,19 +45,6 @@ def padded_length(seq_len: int, prompt_tokens: int, max_text_tokens: int) -> int
     instruction the layout accepts, rounded up to ``PAD_MULTIPLE``."""
     n = max(seq_len, seq_len - prompt_tokens + max_text_tokens)
     return -(-n // PAD_MULTIPLE) * PAD_MULTIPLE
-
-
-def siglip_features(vt: SiglipVisionTransformer, pixel_values: torch.Tensor, fz: Fusions) -> torch.Tensor:
-    """SigLIP ``post_layernorm`` features [N, 256, D], QKV through ``fz``."""
-    x = vt.embeddings(pixel_values)
-    for layer in vt.encoder.layers:
-        a = layer.self_attn
-        q, k, v = fz.project((a.q_proj, a.k_proj, a.v_proj), layer.layer_norm1(x))
-        o = F.scaled_dot_product_attention(heads(q, a.heads, a.head_dim), heads(k, a.heads, a.head_dim),
-                                           heads(v, a.heads, a.head_dim), scale=a.head_dim**-0.5)
-        x = x + a.out_proj(merge_heads(o))
-        x = x + layer.mlp(layer.layer_norm2(x))
-    return vt.post_layernorm(x)
 
 
 def qwen3_layer(layer: Qwen3DecoderLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -75,30 +63,95 @@ def qwen3_layer(layer: Qwen3DecoderLayer, x: torch.Tensor, cos: torch.Tensor, si
     return x + m.down_proj(F.silu(g) * u)
 
 
-class FastInfer:
-    """What both versions' fast policies share: buffers (fresh per request, or static and reused),
-    the stage list, optional CUDA graphs and the taps. Mixed into a reference policy class."""
+Tensor = torch.Tensor
 
-    fz: Fusions
-    fast_head: FastActionHead
 
-    def _init_fast(self, *, pad: bool, fuse: bool, graphs: bool, tables: StepTables | None) -> None:
-        if graphs and self.device.type != "cuda":
+@dataclass
+class StaticBuffers:
+    """One request's device inputs, per-shape tables and stage outputs: fresh per request, or (padded)
+    static and reused, so that the stages can be captured as CUDA graphs."""
+
+    input_ids: Tensor  # [1, L] prompt ids, right-padded with PAD_TOKEN_ID
+    image_pos: Tensor  # [N_image_tokens] positions of the image tokens
+    valid: Tensor | None  # [1, L] real (not padded) rows; None unpadded
+    state: Tensor  # [1, 1, max_state_dim]
+    noise: Tensor  # [1, H, D]
+    velocity: list  # per Euler step
+    seq_len: int = 0  # real prompt length of the current request
+    pixel_values: Tensor | None = None
+    cos: Tensor | None = None  # LLM RoPE tables
+    sin: Tensor | None = None
+    # N1.7: per-grid vision tables, M-RoPE and text rows
+    grids: list | None = None
+    pos_embeds: Tensor | None = None
+    vcos: Tensor | None = None
+    vsin: Tensor | None = None
+    seq_lens: list | None = None
+    text_idx: Tensor | None = None
+    text_valid: Tensor | None = None
+    # stage outputs
+    vision: Tensor | None = None  # N1.5 SigLIP features
+    vit: Tensor | None = None  # N1.5 projected image tokens
+    vision_embeds: Tensor | None = None  # N1.7 merged image tokens
+    deepstack: list | None = None  # N1.7 DeepStack features
+    features: Tensor | None = None
+    vl_embs: Tensor | None = None
+    state_features: Tensor | None = None
+    prefix: Tensor | None = None
+    kv: object = None  # the action head's cross K/V, once per request
+    x: Tensor | None = None  # the Euler state
+
+
+class FastPolicy:
+    """What both versions' fast policies share: a reference policy's host side and weights, buffers
+    (fresh per request, or static and reused), the stage list, optional CUDA graphs and the taps.
+    Subclasses give the version's stages (``fuse``, ``_signature``, ``_new_buffers``, ``_fill``,
+    ``_stages``, ``_taps``)."""
+
+    def __init__(self, ref: ReferencePolicyBase, *, pad: bool = False, fuse: bool = False, graphs: bool = False,
+                 tables: StepTables | None = None):
+        if graphs and ref.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
+        self.ref = ref
         self.pad, self.graphs = pad or graphs, graphs
         self.fz = Fusions()
-        self.fast_head = FastActionHead(self.model.action_head, self.layout.embodiment_id, self.fz, tables)
+        self.fast_head = FastActionHead(ref.model.action_head, ref.layout.embodiment_id, self.fz, tables)
         self.fused = False
         self._static: dict[tuple, list] = {}  # signature → [buffers, StageGraphs | None]
         if fuse:
             self.fuse()
 
     @classmethod
-    def from_reference(cls, ref: ReferencePolicy, *, pad: bool = False, fuse: bool = False, graphs: bool = False,
-                       tables: StepTables | None = None):
+    def from_reference(cls, ref: ReferencePolicyBase, *, pad: bool = False, fuse: bool = False,
+                       graphs: bool = False, tables: StepTables | None = None):
         """A fast policy on ``ref``'s model object (no weight is copied)."""
-        return cls(ref.model, ref.config, ref.layout, ref.stats, ref.checkpoint_dir, ref.synthetic,
-                   pad=pad, fuse=fuse, graphs=graphs, tables=tables)
+        return cls(ref, pad=pad, fuse=fuse, graphs=graphs, tables=tables)
+
+    # the reference's model, config and host side
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.ref.model
+
+    @property
+    def config(self):
+        return self.ref.config
+
+    @property
+    def layout(self):
+        return self.ref.layout
+
+    @property
+    def device(self) -> torch.device:
+        return self.ref.device
+
+    def prepare(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PreparedInputs:
+        return self.ref.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
+
+    def finish(self, action_pred: Tensor, inputs: PreparedInputs):
+        return self.ref.finish(action_pred, inputs)
+
+    def get_action(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PolicyResult:
+        return get_action(self, obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
     @property
     def act_dtype(self) -> torch.dtype:
@@ -147,7 +200,7 @@ class FastInfer:
             entry[1] = StageGraphs(self._stages(entry[0]), self.device)
         return entry[0], entry[1]
 
-    def _fill_common(self, b: SimpleNamespace, inputs: PreparedInputs, image_token: int) -> None:
+    def _fill_common(self, b: StaticBuffers, inputs: PreparedInputs, image_token: int) -> None:
         """Prompt ids (right-padded), image-token positions, valid mask, state and noise."""
         ids = inputs.input_ids
         s = ids.shape[1]
@@ -166,9 +219,9 @@ class FastInfer:
         b.state.copy_(inputs.state)
         b.noise.copy_(inputs.noise)
 
-    def _new_common(self, inputs: PreparedInputs, length: int, n_image_tokens: int) -> SimpleNamespace:
+    def _new_common(self, inputs: PreparedInputs, length: int, n_image_tokens: int) -> StaticBuffers:
         dev, h = self.device, self.config.action_head
-        return SimpleNamespace(
+        return StaticBuffers(
             input_ids=torch.full((1, length), PAD_TOKEN_ID, dtype=torch.int64, device=dev),
             image_pos=torch.empty(n_image_tokens, dtype=torch.int64, device=dev),
             valid=torch.zeros(1, length, dtype=torch.bool, device=dev) if self.pad else None,
@@ -176,7 +229,7 @@ class FastInfer:
             noise=torch.empty(1, h.action_horizon, h.action_dim, device=dev),
             velocity=[None] * self.fast_head.num_steps, seq_len=0)
 
-    def _dit_stages(self, b: SimpleNamespace, rows: dict) -> list:
+    def _dit_stages(self, b: StaticBuffers, rows: dict) -> list:
         fh = self.fast_head
 
         def step(i: int):
@@ -191,65 +244,9 @@ class FastInfer:
 
         return [(f"dit_step_{i}", step(i)) for i in range(fh.num_steps)]
 
-    def _head_taps(self, b: SimpleNamespace) -> dict[str, torch.Tensor]:
+    def _head_taps(self, b: StaticBuffers) -> dict[str, torch.Tensor]:
         s = b.seq_len
         return {"backbone_features": b.features[:, :s], "vl_embs": b.vl_embs[:, :s], "state_features": b.state_features,
                 **{f"velocity_{i}": v for i, v in enumerate(b.velocity)}, "action_pred": b.x}
 
 
-class FastPolicy(FastInfer, ReferencePolicy):
-    """N1.5 GR1 fast path; ``prepare`` / ``finish`` / ``get_action`` are the reference's."""
-
-    def __init__(self, model, config, layout, stats, checkpoint_dir, synthetic, *, pad: bool = False,
-                 fuse: bool = False, graphs: bool = False, tables: StepTables | None = None):
-        super().__init__(model, config, layout, stats, checkpoint_dir, synthetic)
-        self._init_fast(pad=pad, fuse=fuse, graphs=graphs, tables=tables)
-
-    def fuse(self) -> None:
-        eagle = self.model.backbone.eagle_model
-        for layer in eagle.vision_model.vision_model.encoder.layers:
-            a = layer.self_attn
-            self.fz.fuse([a.q_proj, a.k_proj, a.v_proj])
-        self.fuse_decoder(eagle.language_model.model.layers)
-
-    def _signature(self, inputs: PreparedInputs) -> tuple:
-        s = inputs.input_ids.shape[1]
-        length = padded_length(s, inputs.prompt_tokens, self.layout.max_text_tokens) if self.pad else s
-        return (length, tuple(inputs.pixel_values.shape))
-
-    def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> SimpleNamespace:
-        length, e = key[0], self.config.eagle
-        b = self._new_common(inputs, length, inputs.pixel_values.shape[0] * e.tokens_per_image)
-        b.pixel_values = torch.empty(key[1], dtype=self.act_dtype, device=self.device)
-        cos, sin = rope_cos_sin(torch.arange(length, device=self.device), e.text.head_dim, e.text.rope_theta)
-        b.cos, b.sin = cos.to(self.act_dtype), sin.to(self.act_dtype)
-        return b
-
-    def _fill(self, b: SimpleNamespace, inputs: PreparedInputs) -> None:
-        self._fill_common(b, inputs, self.config.eagle.image_token_index)
-        b.pixel_values.copy_(inputs.pixel_values)
-
-    def _stages(self, b: SimpleNamespace) -> list:
-        eagle, fh, fz = self.model.backbone.eagle_model, self.fast_head, self.fz
-        llm = eagle.language_model.model
-
-        def vision() -> None:
-            b.vision = siglip_features(eagle.vision_model.vision_model, b.pixel_values, fz)
-            b.vit = eagle.mlp1(b.vision)  # [N_img, 256, D_llm]
-
-        def language() -> None:
-            x = llm.embed_tokens(b.input_ids)
-            x.index_copy_(1, b.image_pos, b.vit.reshape(1, -1, b.vit.shape[-1]).to(x.dtype))  # the splice
-            for layer in llm.layers:
-                x = qwen3_layer(layer, x, b.cos, b.sin, fz)
-            b.features = llm.norm(x)
-
-        def adapter() -> None:
-            b.vl_embs = fh.condition(b.features, b.valid)
-            b.state_features, b.prefix = fh.state_prefix(b.state)
-
-        return [("vision", vision), ("llm", language), ("adapter", adapter),
-                *self._dit_stages(b, {"all": (None, b.valid)})]
-
-    def _taps(self, b: SimpleNamespace) -> dict[str, torch.Tensor]:
-        return {"vision_features": b.vision, "vit_embeds": b.vit, **self._head_taps(b)}
