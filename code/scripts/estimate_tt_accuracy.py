@@ -49,10 +49,10 @@ def main() -> int:
     import torch
 
     from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
-    from models.experimental.gr00t.common.normalization import unnormalize
+    from models.experimental.gr00t.common.normalization_n15 import unnormalize
     from models.experimental.gr00t.common.observation import parse_observation
     from models.experimental.gr00t.common.quality import max_abs_diff, pcc
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy
+    from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
     from models.experimental.gr00t.tt.golden_ops import golden_tt_model
     from models.experimental.gr00t.tt.policy import TTPolicy
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 from models.experimental.gr00t.common.cli import run_cli
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
 from models.experimental.gr00t.common.errors import Gr00tError
 from models.experimental.gr00t.common.synthetic import write_checkpoint

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Frozen model configs, built from a checkpoint's ``config.json``.
+"""Frozen component configs (one dataclass per component), what every top-level config offers
+(``CheckpointConfig``) and the helpers that read a ``config.json`` naming what is wrong. Each version's
+top-level config is in ``configs_n15.py`` / ``configs_n17.py``.
 
-One dataclass per component. The published GR00T N1.5 ``config.json`` does not carry the Eagle
-backbone's dimensions (NVIDIA ships them with the model code), so the SigLIP / Qwen3 constants below
-are those published values; a checkpoint that records ``backbone_cfg.eagle_config`` (HF-style
-``vision_config`` / ``text_config``, as our tiny synthetic checkpoints do) overrides them.
+The SigLIP / Qwen3 defaults are the published N1.5 Eagle backbone's (its ``config.json`` does not carry
+them; NVIDIA ships them with the model code).
 """
 
 from __future__ import annotations
@@ -229,10 +229,10 @@ class ActionHeadConfig:
 
     def __post_init__(self) -> None:
         # The module wiring relies on these equalities (they hold in the published config).
-        _require(self.dit.inner_dim == self.input_embedding_dim, "DiT heads*head_dim must equal input_embedding_dim")
-        _require(self.dit.output_dim == self.hidden_size, "DiT output_dim must equal action head hidden_size")
-        _require(self.dit.cross_attention_dim == self.backbone_embedding_dim, "DiT cross_attention_dim mismatch")
-        _require(
+        require(self.dit.inner_dim == self.input_embedding_dim, "DiT heads*head_dim must equal input_embedding_dim")
+        require(self.dit.output_dim == self.hidden_size, "DiT output_dim must equal action head hidden_size")
+        require(self.dit.cross_attention_dim == self.backbone_embedding_dim, "DiT cross_attention_dim mismatch")
+        require(
             self.vl_self_attention.inner_dim == self.backbone_embedding_dim,
             "VL self-attention heads*head_dim must equal backbone_embedding_dim",
         )
@@ -257,203 +257,25 @@ class CheckpointConfig:
         return cls.from_dict(data, source=str(config_path))
 
 
-@dataclass(frozen=True)
-class Gr00tN15Config(CheckpointConfig):
-    eagle: EagleConfig = field(default_factory=EagleConfig)
-    action_head: ActionHeadConfig = field(default_factory=ActionHeadConfig)
-    version: str = "n15"
-
-    def __post_init__(self) -> None:
-        _require(
-            self.eagle.text.hidden_size == self.action_head.backbone_embedding_dim,
-            "backbone_embedding_dim must equal the LLM hidden size (project_to_dim is null)",
-        )
-        _require(
-            0 < self.eagle.select_layer <= self.eagle.text.num_hidden_layers,
-            f"select_layer {self.eagle.select_layer} outside 1..{self.eagle.text.num_hidden_layers}",
-        )
-
-    # ---- presets ---------------------------------------------------------------------------
-    @classmethod
-    def full(cls) -> "Gr00tN15Config":
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> "Gr00tN15Config":
-        """Same structure and token geometry (224² image → 256 tokens, vocab 151680, 16×32 actions,
-        embodiment slot 24) with small widths and depths, for tests."""
-        vision = SiglipConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_hidden_layers=2)
-        text = Qwen3Config(
-            hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-            num_hidden_layers=4,
-        )
-        head = ActionHeadConfig(
-            input_embedding_dim=64, hidden_size=32, backbone_embedding_dim=64,
-            dit=DiTConfig(num_attention_heads=4, attention_head_dim=16, num_layers=4, output_dim=32,
-                          cross_attention_dim=64),
-            vl_self_attention=VLSelfAttentionConfig(num_attention_heads=4, attention_head_dim=16, num_layers=2),
-        )
-        return cls(eagle=EagleConfig(vision=vision, text=text, select_layer=2), action_head=head)
-
-    # ---- config.json -----------------------------------------------------------------------
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "config.json") -> "Gr00tN15Config":
-        if data.get("model_type") != "gr00t_n1_5":
-            raise ConfigError(f"{source}: model_type is {data.get('model_type')!r}, expected 'gr00t_n1_5'")
-        backbone = _section(data, "backbone_cfg", source)
-        head = _section(data, "action_head_cfg", source)
-        dit = _section(head, "diffusion_model_cfg", source)
-        vlsa = _section(head, "vl_self_attention_cfg", source)
-        dit_src, vlsa_src = (f"{source}: action_head_cfg.diffusion_model_cfg",
-                             f"{source}: action_head_cfg.vl_self_attention_cfg")
-        if backbone.get("project_to_dim") is not None:
-            raise ConfigError(f"{source}: backbone_cfg.project_to_dim must be null (got {backbone['project_to_dim']})")
-        eagle_json = backbone.get("eagle_config")
-        if eagle_json is None:
-            vision, text = SiglipConfig(), Qwen3Config()
-        else:
-            vision = _build(SiglipConfig, _section(eagle_json, "vision_config", source),
-                            f"{source}: eagle vision_config")
-            text = _build(Qwen3Config, _section(eagle_json, "text_config", source), f"{source}: eagle text_config")
-        eagle = EagleConfig(
-            vision=vision, text=text, select_layer=_get(backbone, "select_layer", source),
-            image_token_index=(eagle_json.get("image_token_index", IMG_CONTEXT_TOKEN_ID) if eagle_json
-                               else IMG_CONTEXT_TOKEN_ID),
-        )
-        dit_cfg = DiTConfig(
-            num_attention_heads=_get(dit, "num_attention_heads", dit_src),
-            attention_head_dim=_get(dit, "attention_head_dim", dit_src),
-            num_layers=_get(dit, "num_layers", dit_src),
-            output_dim=_get(dit, "output_dim", dit_src),
-            cross_attention_dim=_get(dit, "cross_attention_dim", dit_src),
-            interleave_self_attention=_get(dit, "interleave_self_attention", dit_src),  # NVIDIA's default is False
-        )
-        # Variants the published checkpoint does not use and this reference does not implement. A missing
-        # key takes NVIDIA's code default (positional_embeddings defaults to "sinusoidal" there).
-        for section, key, nvidia_default, supported in (
-                (dit, "norm_type", "ada_norm", "ada_norm"), (dit, "positional_embeddings", "sinusoidal", None),
-                (vlsa, "positional_embeddings", "sinusoidal", None), (head, "use_vlln", True, True),
-                (head, "add_pos_embed", True, True)):
-            if section.get(key, nvidia_default) != supported:
-                raise ConfigError(f"{source}: {key}={section.get(key, nvidia_default)!r} is not supported "
-                                  f"(only {supported!r})")
-        vlsa_cfg = VLSelfAttentionConfig(
-            num_attention_heads=_get(vlsa, "num_attention_heads", vlsa_src),
-            attention_head_dim=_get(vlsa, "attention_head_dim", vlsa_src),
-            num_layers=_get(vlsa, "num_layers", vlsa_src),
-        )
-        head_fields = {
-            f.name: head[f.name]
-            for f in dataclasses.fields(ActionHeadConfig)
-            if f.name in head and f.name not in ("dit", "vl_self_attention")
-        }
-        action_head = _build(ActionHeadConfig, {**head_fields, "dit": dit_cfg, "vl_self_attention": vlsa_cfg}, source)
-        try:
-            return cls(eagle=eagle, action_head=action_head)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-
-    def to_checkpoint_json(self, *, record_eagle: bool) -> dict[str, Any]:
-        """The ``config.json`` NVIDIA publishes for N1.5 (``nvidia/GR00T-N1.5-3B``), with this config's dimensions.
-
-        ``record_eagle`` adds ``backbone_cfg.eagle_config`` so that a non-published geometry (tiny)
-        can be rebuilt from the directory alone.
-        """
-        head, dit, vlsa = self.action_head, self.action_head.dit, self.action_head.vl_self_attention
-        backbone: dict[str, Any] = {
-            "eagle_path": "NVEagle/eagle_er-qwen3_1_7B-Siglip2_400M_stage1_5_128gpu_er_v7_1mlp_nops",
-            "load_bf16": False,
-            "project_to_dim": None,
-            "reproject_vision": False,
-            "select_layer": self.eagle.select_layer,
-            "tune_llm": False,
-            "tune_visual": True,
-            "use_flash_attention": True,
-        }
-        if record_eagle:
-            backbone["eagle_config"] = {
-                "model_type": "eagle_2_5_vl",
-                "image_token_index": self.eagle.image_token_index,
-                "select_layer": -1,
-                "use_pixel_shuffle": False,
-                "mlp_connector_layers": 1,
-                "force_image_size": self.eagle.vision.image_size,
-                "vision_config": self.eagle.vision.to_hf_dict(),
-                "text_config": self.eagle.text.to_hf_dict(),
-            }
-        return {
-            "action_dim": head.action_dim,
-            "action_head_cfg": {
-                "action_dim": head.action_dim,
-                "action_horizon": head.action_horizon,
-                "add_pos_embed": head.add_pos_embed,
-                "backbone_embedding_dim": head.backbone_embedding_dim,
-                "diffusion_model_cfg": {
-                    "attention_head_dim": dit.attention_head_dim,
-                    "cross_attention_dim": dit.cross_attention_dim,
-                    "dropout": 0.2,
-                    "final_dropout": True,
-                    "interleave_self_attention": dit.interleave_self_attention,
-                    "norm_type": "ada_norm",
-                    "num_attention_heads": dit.num_attention_heads,
-                    "num_layers": dit.num_layers,
-                    "output_dim": dit.output_dim,
-                    "positional_embeddings": None,
-                },
-                "hidden_size": head.hidden_size,
-                "input_embedding_dim": head.input_embedding_dim,
-                "max_action_dim": head.max_action_dim,
-                "max_state_dim": head.max_state_dim,
-                "model_dtype": "float32",
-                "noise_beta_alpha": 1.5,
-                "noise_beta_beta": 1.0,
-                "noise_s": 0.999,
-                "num_inference_timesteps": head.num_inference_timesteps,
-                "num_target_vision_tokens": head.num_target_vision_tokens,
-                "num_timestep_buckets": head.num_timestep_buckets,
-                "tune_diffusion_model": True,
-                "tune_projector": True,
-                "use_vlln": head.use_vlln,
-                "vl_self_attention_cfg": {
-                    "attention_head_dim": vlsa.attention_head_dim,
-                    "dropout": 0.2,
-                    "final_dropout": True,
-                    "num_attention_heads": vlsa.num_attention_heads,
-                    "num_layers": vlsa.num_layers,
-                    "positional_embeddings": None,
-                },
-            },
-            "action_horizon": head.action_horizon,
-            "architectures": ["GR00T_N1_5"],
-            "attn_implementation": None,
-            "backbone_cfg": backbone,
-            "hidden_size": head.backbone_embedding_dim,
-            "model_dtype": "float32",
-            "model_type": "gr00t_n1_5",
-            "torch_dtype": "bfloat16",
-            "transformers_version": "4.51.3",
-        }
-
-
-def _require(ok: bool, message: str) -> None:
+def require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
 
 
-def _section(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+def section_of(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     value = data.get(key)
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: missing or malformed section {key!r}")
     return value
 
 
-def _get(data: dict[str, Any], key: str, source: str) -> Any:
+def get_key(data: dict[str, Any], key: str, source: str) -> Any:
     if key not in data:
         raise ConfigError(f"{source}: missing field {key!r}")
     return data[key]
 
 
-def _build(cls: type, values: dict[str, Any], source: str) -> Any:
+def build(cls: type, values: dict[str, Any], source: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     try:
         return cls(**{k: v for k, v in values.items() if k in names})

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .configs import (ActionHeadConfig, CheckpointConfig, DiTConfig, Qwen3VLConfig, Qwen3VLTextConfig,
-                      Qwen3VLVisionConfig, VLSelfAttentionConfig, _build, _get, _section)
+                      Qwen3VLVisionConfig, VLSelfAttentionConfig, build, get_key, section_of)
 from .errors import ConfigError
 
 MODEL_TYPE = "Gr00tN1d7"
@@ -64,49 +64,52 @@ class Gr00tN17Config(CheckpointConfig):
     def from_dict(cls, d: dict[str, Any], source: str = "config.json") -> "Gr00tN17Config":
         if d.get("model_type") != MODEL_TYPE:
             raise ConfigError(f"{source}: model_type is {d.get('model_type')!r}, expected {MODEL_TYPE!r}")
-        dit, vlsa = _section(d, "diffusion_model_cfg", source), _section(d, "vl_self_attention_cfg", source)
+        dit, vlsa = section_of(d, "diffusion_model_cfg", source), section_of(d, "vl_self_attention_cfg", source)
         dit_src, vlsa_src = (f"{source}: diffusion_model_cfg",
                              f"{source}: vl_self_attention_cfg")  # errors name the section
         for key, want in (("use_vlln", True), ("add_pos_embed", True), ("use_alternate_vl_dit", True)):
-            if _get(d, key, source) is not want:
+            if get_key(d, key, source) is not want:
                 raise ConfigError(f"{source}: {key}={d[key]!r} is not supported (only {want!r})")
         if dit.get("positional_embeddings", "sinusoidal") is not None or dit.get("norm_type", "ada_norm") != "ada_norm":
             raise ConfigError(f"{source}: diffusion_model_cfg must have positional_embeddings null "
                               "and norm_type ada_norm")
         bb = d.get("backbone_config")
         if bb is None:
-            backbone = Qwen3VLConfig(select_layer=_get(d, "select_layer", source))
+            backbone = Qwen3VLConfig(select_layer=get_key(d, "select_layer", source))
         else:
-            vision = _build(Qwen3VLVisionConfig, {**_section(bb, "vision_config", source),
+            vision = build(Qwen3VLVisionConfig, {**section_of(bb, "vision_config", source),
                                                   "deepstack_visual_indexes":
                                                       tuple(bb["vision_config"].get("deepstack_visual_indexes", ()))},
                             f"{source}: backbone_config.vision_config")
-            text_json = _section(bb, "text_config", source)
+            text_json = section_of(bb, "text_config", source)
             rope = text_json.get("rope_scaling") or text_json.get("rope_parameters") or {}
-            text = _build(Qwen3VLTextConfig, {**text_json,
+            text = build(Qwen3VLTextConfig, {**text_json,
                                               "mrope_section": tuple(rope.get("mrope_section", (24, 20, 20))),
                                               "rope_theta": text_json.get("rope_theta", rope.get("rope_theta", 5e6))},
                           f"{source}: backbone_config.text_config")
             ids = {k: bb[k] for k in ("image_token_id", "video_token_id", "vision_start_token_id",
                                       "vision_end_token_id") if k in bb}
-            backbone = Qwen3VLConfig(vision=vision, text=text, select_layer=_get(d, "select_layer", source), **ids)
+            backbone = Qwen3VLConfig(vision=vision, text=text, select_layer=get_key(d, "select_layer", source), **ids)
         head = _n17_head(
-            action_dim=_get(d, "max_action_dim", source), max_action_dim=_get(d, "max_action_dim", source),
-            action_horizon=_get(d, "action_horizon", source), max_state_dim=_get(d, "max_state_dim", source),
-            input_embedding_dim=_get(d, "input_embedding_dim", source), hidden_size=_get(d, "hidden_size", source),
-            backbone_embedding_dim=_get(d, "backbone_embedding_dim", source),
-            max_num_embodiments=_get(d, "max_num_embodiments", source), max_seq_len=_get(d, "max_seq_len", source),
-            num_inference_timesteps=_get(d, "num_inference_timesteps", source),
-            num_timestep_buckets=_get(d, "num_timestep_buckets", source),
-            dit=DiTConfig(num_attention_heads=_get(dit, "num_attention_heads", dit_src),
-                          attention_head_dim=_get(dit, "attention_head_dim", dit_src),
-                          num_layers=_get(dit, "num_layers", dit_src), output_dim=_get(dit, "output_dim", dit_src),
-                          cross_attention_dim=_get(d, "backbone_embedding_dim", source),
-                          interleave_self_attention=_get(dit, "interleave_self_attention", dit_src),
-                          attend_text_every_n_blocks=_get(d, "attend_text_every_n_blocks", source)),
-            vl_self_attention=VLSelfAttentionConfig(num_attention_heads=_get(vlsa, "num_attention_heads", vlsa_src),
-                                                    attention_head_dim=_get(vlsa, "attention_head_dim", vlsa_src),
-                                                    num_layers=_get(vlsa, "num_layers", vlsa_src)),
+            action_dim=get_key(d, "max_action_dim", source), max_action_dim=get_key(d, "max_action_dim", source),
+            action_horizon=get_key(d, "action_horizon", source), max_state_dim=get_key(d, "max_state_dim", source),
+            input_embedding_dim=get_key(d, "input_embedding_dim", source),
+            hidden_size=get_key(d, "hidden_size", source),
+            backbone_embedding_dim=get_key(d, "backbone_embedding_dim", source),
+            max_num_embodiments=get_key(d, "max_num_embodiments", source),
+            max_seq_len=get_key(d, "max_seq_len", source),
+            num_inference_timesteps=get_key(d, "num_inference_timesteps", source),
+            num_timestep_buckets=get_key(d, "num_timestep_buckets", source),
+            dit=DiTConfig(num_attention_heads=get_key(dit, "num_attention_heads", dit_src),
+                          attention_head_dim=get_key(dit, "attention_head_dim", dit_src),
+                          num_layers=get_key(dit, "num_layers", dit_src),
+                          output_dim=get_key(dit, "output_dim", dit_src),
+                          cross_attention_dim=get_key(d, "backbone_embedding_dim", source),
+                          interleave_self_attention=get_key(dit, "interleave_self_attention", dit_src),
+                          attend_text_every_n_blocks=get_key(d, "attend_text_every_n_blocks", source)),
+            vl_self_attention=VLSelfAttentionConfig(num_attention_heads=get_key(vlsa, "num_attention_heads", vlsa_src),
+                                                    attention_head_dim=get_key(vlsa, "attention_head_dim", vlsa_src),
+                                                    num_layers=get_key(vlsa, "num_layers", vlsa_src)),
         )
         try:
             return cls(backbone=backbone, action_head=head)

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import torch
 
-from .configs import Gr00tN15Config
+from .configs_n15 import Gr00tN15Config
 from .layouts import Layout
-from .normalization import encode_state
+from .normalization_n15 import encode_state
 from .observation import Observation
 from .policy import PreparedInputs, initial_noise
-from .preprocessing import n15_pixel_values
+from .preprocessing_n15 import n15_pixel_values
 from .prompts import encode_n15_prompt
 
 
 def prepare_n15(config: Gr00tN15Config, layout: Layout, obs: Observation, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PreparedInputs:
     """Validate and encode one N1.5 observation; raises ``InputError`` before any model work."""
-    e, h = config.eagle, config.action_head
+    e, h = config.backbone, config.action_head
     x0, source, seed = initial_noise(noise, seed, layout.default_seed, h.action_horizon, h.action_dim)
     prompt = encode_n15_prompt(obs.instruction, n_images=layout.n_images, tokens_per_image=e.tokens_per_image,
                                max_text_tokens=layout.max_text_tokens)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .configs import ActionHeadConfig, Gr00tN15Config, Qwen3Config, Qwen3VLVisionConfig, SiglipConfig
+from .configs import ActionHeadConfig, Qwen3Config, Qwen3VLVisionConfig, SiglipConfig
+from .configs_n15 import Gr00tN15Config
 
 VISION_PREFIX = "backbone.eagle_model.vision_model.vision_model."
 MLP1_PREFIX = "backbone.eagle_model.mlp1."
@@ -148,7 +149,7 @@ def action_head_shapes(c: ActionHeadConfig) -> Shapes:
 
 def n15_inventory(config: Gr00tN15Config) -> list[TensorSpec]:
     """Every tensor of an N1.5 checkpoint with ``config``'s dimensions, as saved (no lm_head)."""
-    e = config.eagle
+    e = config.backbone
     groups = [
         (VISION_PREFIX, siglip_shapes(e.vision), BACKBONE_DTYPE),
         (LLM_PREFIX, qwen3_shapes(e.text, e.select_layer), BACKBONE_DTYPE),

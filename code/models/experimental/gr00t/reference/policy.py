@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the fp32 reference policies of every version share: the loaded model with its config, layout and
 statistics, and ``get_action`` (prepare → infer → finish, ``common/policy.py``). Each version's class
-(``torch_policy.py`` for N1.5, ``torch_policy_n17.py``) adds its checkpoint loading, host chain and
+(``torch_policy_n15.py`` for N1.5, ``torch_policy_n17.py``) adds its checkpoint loading, host chain and
 model."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from torch import nn
 from ..common.checkpoint import LazyCheckpoint
 from ..common.configs_n17 import Gr00tN17Config
 from .torch_action_head import FlowmatchingActionHead
-from .torch_gr00t import build_from_checkpoint
+from .torch_gr00t_n15 import build_from_checkpoint
 from .torch_qwen3vl import Qwen3VLBackbone
 
 

@@ -28,7 +28,7 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_policy(tiny_checkpoint):
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy
+    from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
 
     return ReferencePolicy.from_checkpoint(tiny_checkpoint)
 

@@ -43,7 +43,7 @@ class FastPolicyN15(FastPolicy):
         return (length, tuple(inputs.pixel_values.shape))
 
     def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> StaticBuffers:
-        length, e = key[0], self.config.eagle
+        length, e = key[0], self.config.backbone
         b = self._new_common(inputs, length, inputs.pixel_values.shape[0] * e.tokens_per_image)
         b.pixel_values = torch.empty(key[1], dtype=self.act_dtype, device=self.device)
         cos, sin = rope_cos_sin(torch.arange(length, device=self.device), e.text.head_dim, e.text.rope_theta)
@@ -51,7 +51,7 @@ class FastPolicyN15(FastPolicy):
         return b
 
     def _fill(self, b: StaticBuffers, inputs: PreparedInputs) -> None:
-        self._fill_common(b, inputs, self.config.eagle.image_token_index)
+        self._fill_common(b, inputs, self.config.backbone.image_token_index)
         b.pixel_values.copy_(inputs.pixel_values)
 
     def _stages(self, b: StaticBuffers) -> list:

@@ -30,7 +30,8 @@ import types
 import torch
 
 # The TT modules that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
-TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head", "ttnn_gr00t")
+TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head",
+              "ttnn_gr00t_n15")
 
 
 class _HostDevice:
@@ -119,7 +120,7 @@ def golden_ttnn(precision: str = "fp32"):
 @contextlib.contextmanager
 def golden_execution(precision: str = "fp32"):
     """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
-    from . import ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_qwen3, ttnn_siglip  # noqa: F401
+    from . import ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t_n15, ttnn_qwen3, ttnn_siglip  # noqa: F401
 
     shim = golden_ttnn(precision)
     modules = [sys.modules[f"{__package__}.{name}"] for name in TT_MODULES]
@@ -134,7 +135,7 @@ def golden_execution(precision: str = "fp32"):
 
 
 class GoldenModel:
-    """A ``Gr00tTT`` built on host weights (converted by the same ``device_tensors`` rules and the same
+    """A ``TtGr00tN15`` built on host weights (converted by the same ``device_tensors`` rules and the same
     dtype policy as the device cache) for golden execution. Call its methods inside ``execution()``."""
 
     def __init__(self, model, precision: str):
@@ -151,7 +152,7 @@ def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=
     from .policy import TTPolicy
     from .ttnn_policy import image_offset
     from .ttnn_common import DeviceWeights
-    from .ttnn_gr00t import Gr00tTT, StaticShapes
+    from .ttnn_gr00t_n15 import TtGr00tN15, StaticShapes
     from .weight_layout import device_tensors
 
     policy = policy or TTPolicy()
@@ -159,6 +160,6 @@ def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=
         weights = {name: shim.from_torch(t, dtype=getattr(shim, policy.weight_dtype(name)))
                    for name, t, _ in device_tensors(lambda n: checkpoint.load(n, torch.float32), list(checkpoint.names),
                                                     config, layout)}
-        model = Gr00tTT(DeviceWeights(HOST_DEVICE, weights), config,
+        model = TtGr00tN15(DeviceWeights(HOST_DEVICE, weights), config,
                         StaticShapes.gr1(config, image_offset(config, layout)))
     return GoldenModel(model, precision)

@@ -57,7 +57,7 @@ def upload(device, host_tensors: dict):
 
 
 class TTRunner:
-    """Runs a ``Gr00tTT`` stage by stage: untraced, or replaying one Metal trace per stage."""
+    """Runs a ``TtGr00tN15`` stage by stage: untraced, or replaying one Metal trace per stage."""
 
     def __init__(self, model, traced: bool):
         self.model, self.traced = model, traced
@@ -67,7 +67,7 @@ class TTRunner:
         """Compile every stage with one untraced pass over the current inputs, then capture four traces."""
         import ttnn
 
-        from .ttnn_gr00t import STAGES
+        from .ttnn_gr00t_n15 import STAGES
 
         self.model.forward()
         ttnn.synchronize_device(self.model.device)
@@ -83,7 +83,7 @@ class TTRunner:
         """Write the inputs, run the four stages (replay or untraced), read the float32 chunk [1, H, D]."""
         import ttnn
 
-        from .ttnn_gr00t import STAGES
+        from .ttnn_gr00t_n15 import STAGES
 
         m = self.model
         if self.traced and len(self.traces) != len(STAGES):

@@ -4,7 +4,7 @@ image tokens into the prompt embeddings → truncated Qwen3.
 
 The GR1 prompt puts its one image block at a fixed offset (the chat prefix before it never changes),
 so the splice is two slices of the embedded prompt around the projected image tokens. The offset is
-part of the captured shape: ``Gr00tTT.check_inputs`` refuses a prompt that puts it elsewhere.
+part of the captured shape: ``TtGr00tN15.check_inputs`` refuses a prompt that puts it elsewhere.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..common.configs import Gr00tN15Config
+from ..common.configs_n15 import Gr00tN15Config
 from ..common.inputs_n15 import prepare_n15
 from ..common.layouts import Layout, get_layout
-from ..common.normalization import ActionStats, unnormalize
+from ..common.normalization_n15 import ActionStats, unnormalize
 from ..common.observation import Observation
 from ..common.policy import PreparedInputs
 from ..common.prompts import encode_n15_prompt
@@ -33,14 +33,14 @@ class TTGr00tPolicy:
     config: Gr00tN15Config
     layout: Layout
     stats: ActionStats
-    model: object  # Gr00tTT
+    model: object  # TtGr00tN15
     runner: TTRunner
 
     @classmethod
     def build(cls, checkpoint_dir: str | Path, device, *, cache_root: str | Path, weights_id: str,
               policy: TTPolicy = _DEFAULT_POLICY, layout: str = "gr1", traced: bool = True,
               log: Callable[[str], None] = print) -> "TTGr00tPolicy":
-        from .ttnn_gr00t import Gr00tTT, StaticShapes
+        from .ttnn_gr00t_n15 import TtGr00tN15, StaticShapes
         from .weight_cache import convert_checkpoint, load_cached
 
         checkpoint_dir = Path(checkpoint_dir)
@@ -53,7 +53,7 @@ class TTGr00tPolicy:
         log(f"TT weights on the device: {info.tensors} tensors, {info.nbytes / 1e9:.2f} GB in "
             f"{time.perf_counter() - t0:.1f} s")
         offset = image_offset(config, lay)
-        model = Gr00tTT(weights, config, StaticShapes.gr1(config, offset))
+        model = TtGr00tN15(weights, config, StaticShapes.gr1(config, offset))
         return cls(config, lay, stats, model, TTRunner(model, traced))
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
@@ -78,6 +78,6 @@ class TTGr00tPolicy:
 
 def image_offset(config: Gr00tN15Config, layout: Layout) -> int:
     """Where the image block starts in every prompt of this layout (the chat prefix is fixed)."""
-    ids = encode_n15_prompt("x", n_images=layout.n_images, tokens_per_image=config.eagle.tokens_per_image,
+    ids = encode_n15_prompt("x", n_images=layout.n_images, tokens_per_image=config.backbone.tokens_per_image,
                             max_text_tokens=layout.max_text_tokens).input_ids
-    return ids.index(config.eagle.image_token_index)
+    return ids.index(config.backbone.image_token_index)

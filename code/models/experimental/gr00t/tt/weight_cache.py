@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from ..common.checkpoint import LazyCheckpoint
-from ..common.configs import Gr00tN15Config
+from ..common.configs_n15 import Gr00tN15Config
 from ..common.layouts import Layout
 from .policy import TTPolicy
 from .weight_layout import device_tensors

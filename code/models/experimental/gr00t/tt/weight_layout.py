@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from ..common.configs import Gr00tN15Config
+from ..common.configs_n15 import Gr00tN15Config
 from ..common.layouts import Layout
 
 TILE = 32
@@ -96,7 +96,7 @@ def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config
     """(name, tensor, "tile" | "row_major") for every tensor the TT modules read, from the fp32 loader
     ``load(name)`` over the checkpoint's ``names``. Attention tensors are emitted fused; the rest one
     by one with the generic rules."""
-    e, h = config.eagle, config.action_head
+    e, h = config.backbone, config.action_head
     v, t, dit, sa = e.vision, e.text, h.dit, h.vl_self_attention
     fused: set[str] = set()
 

@@ -9,11 +9,11 @@ import shutil
 import pytest
 import torch
 from models.experimental.gr00t.common.checkpoint import INDEX_FILE, LazyCheckpoint
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.errors import CheckpointError
 from models.experimental.gr00t.common.synthetic import random_tensor, synthetic_info, write_checkpoint
 from models.experimental.gr00t.common.weights import OPTIONAL_UNUSED_KEYS, n15_inventory
-from models.experimental.gr00t.reference.torch_gr00t import Gr00tN15
+from models.experimental.gr00t.reference.torch_gr00t_n15 import Gr00tN15
 from safetensors import safe_open
 from safetensors.torch import save_file
 

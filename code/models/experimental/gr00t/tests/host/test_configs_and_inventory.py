@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from models.experimental.gr00t.common.configs import HF_REPOS, HF_SNAPSHOT_SHAS, Gr00tN15Config
+from models.experimental.gr00t.common.configs import HF_REPOS, HF_SNAPSHOT_SHAS
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.weights import n15_inventory
 
@@ -31,22 +32,23 @@ def test_pinned_snapshot():
 @pytest.mark.parametrize("scale", ["tiny", "full"])
 def test_config_json_round_trips(scale):
     config = Gr00tN15Config.preset(scale)
-    data = json.loads(json.dumps(config.to_checkpoint_json(record_eagle=True)))
+    data = json.loads(json.dumps(config.to_checkpoint_json(record_backbone=True)))
     assert Gr00tN15Config.from_dict(data) == config
 
 
 def test_published_config_json_uses_published_eagle_constants():
-    data = Gr00tN15Config.full().to_checkpoint_json(record_eagle=False)
+    data = Gr00tN15Config.full().to_checkpoint_json(record_backbone=False)
     assert "eagle_config" not in data["backbone_cfg"]
     c = Gr00tN15Config.from_dict(data)
-    assert (c.eagle.vision.hidden_size, c.eagle.vision.num_hidden_layers, c.eagle.vision.num_patches) == (1152, 27, 256)
-    assert (c.eagle.text.hidden_size, c.eagle.text.num_key_value_heads, c.eagle.select_layer) == (2048, 8, 12)
+    assert (c.backbone.vision.hidden_size, c.backbone.vision.num_hidden_layers,
+            c.backbone.vision.num_patches) == (1152, 27, 256)
+    assert (c.backbone.text.hidden_size, c.backbone.text.num_key_value_heads, c.backbone.select_layer) == (2048, 8, 12)
     assert (c.action_head.dit.num_layers, c.action_head.dit.inner_dim,
             c.action_head.vl_self_attention.num_layers) == (16, 1536, 4)
 
 
 def test_config_errors_name_the_field():
-    data = Gr00tN15Config.tiny().to_checkpoint_json(record_eagle=True)
+    data = Gr00tN15Config.tiny().to_checkpoint_json(record_backbone=True)
     del data["action_head_cfg"]["diffusion_model_cfg"]["num_layers"]
     with pytest.raises(ConfigError, match="num_layers"):
         Gr00tN15Config.from_dict(data)
@@ -60,7 +62,7 @@ def test_config_errors_name_the_field():
                                           (("use_vlln",), False)],
                          ids=["interleave_missing", "pos_embed_missing", "norm_type", "no_vlln"])
 def test_unsupported_or_ambiguous_head_variants_are_refused(path, value):
-    data = Gr00tN15Config.tiny().to_checkpoint_json(record_eagle=True)
+    data = Gr00tN15Config.tiny().to_checkpoint_json(record_backbone=True)
     section = data["action_head_cfg"]
     for key in path[:-1]:
         section = section[key]

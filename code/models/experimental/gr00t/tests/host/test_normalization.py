@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.layouts import GR1
-from models.experimental.gr00t.common.normalization import ActionStats, encode_state, unnormalize
+from models.experimental.gr00t.common.normalization_n15 import ActionStats, encode_state, unnormalize
 
 
 def test_state_layout_matches_the_spec_table():

@@ -21,7 +21,7 @@ from transformers import SiglipVisionModel as HFSiglipVisionModel
 def test_backbone_equals_transformers_siglip_linear_qwen3_chain(tiny_policy, gr1_request):
     """SigLIP and Qwen3 from transformers, loaded from the same checkpoint tensors; the image tokens
     replace the <IMG_CONTEXT> embeddings in order."""
-    c = tiny_policy.config.eagle
+    c = tiny_policy.config.backbone
     state = {k: v.float() for k, v in tiny_policy.model.state_dict().items()}
     vis_cfg = SiglipVisionConfig(**{k: v for k, v in c.vision.to_hf_dict().items() if k != "model_type"})
     siglip = HFSiglipVisionModel(vis_cfg).eval()

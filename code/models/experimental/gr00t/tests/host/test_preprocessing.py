@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 import torch
 from models.experimental.gr00t.common.errors import InputError
-from models.experimental.gr00t.common.preprocessing import (
-    center_crop,
-    decode_image,
-    encode_png,
-    n15_pixel_values,
-)
+from models.experimental.gr00t.common.preprocessing import decode_image, encode_png
+from models.experimental.gr00t.common.preprocessing_n15 import center_crop, n15_pixel_values
 from PIL import Image
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF

@@ -10,7 +10,8 @@ import torch
 from diffusers.models.attention import FeedForward as DiffusersFeedForward
 from diffusers.models.attention_processor import Attention as DiffusersAttention
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
-from models.experimental.gr00t.common.configs import DiTConfig, Gr00tN15Config, VLSelfAttentionConfig
+from models.experimental.gr00t.common.configs import DiTConfig, VLSelfAttentionConfig
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.quality import FP32_REFERENCE_ATOL, max_abs_diff
 from models.experimental.gr00t.reference.torch_dit import DiT, SelfAttentionTransformer
 from torch import nn

@@ -6,7 +6,7 @@ hidden state)."""
 from __future__ import annotations
 
 import torch
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.quality import FP32_REFERENCE_ATOL, max_abs_diff
 from models.experimental.gr00t.reference.torch_qwen3 import Qwen3Model
 from transformers import Qwen3Config as HFQwen3Config
@@ -16,7 +16,7 @@ from ..conftest import randomize_
 
 
 def hf_qwen3(num_layers: int) -> HFQwen3Model:
-    c = Gr00tN15Config.tiny().eagle.text
+    c = Gr00tN15Config.tiny().backbone.text
     fields = {k: v for k, v in c.to_hf_dict().items() if k not in ("model_type", "architectures")}
     hf_config = HFQwen3Config(**{**fields, "num_hidden_layers": num_layers})
     hf_config._attn_implementation = "eager"
@@ -25,9 +25,9 @@ def hf_qwen3(num_layers: int) -> HFQwen3Model:
 
 
 def test_truncated_decoder_matches_transformers_last_hidden_state():
-    select = Gr00tN15Config.tiny().eagle.select_layer
+    select = Gr00tN15Config.tiny().backbone.select_layer
     hf = hf_qwen3(select)
-    ours = Qwen3Model(Gr00tN15Config.tiny().eagle.text, select)
+    ours = Qwen3Model(Gr00tN15Config.tiny().backbone.text, select)
     ours.load_state_dict(hf.state_dict(), strict=True)
     ids = torch.randint(0, 151680, (1, 296), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
@@ -37,7 +37,7 @@ def test_truncated_decoder_matches_transformers_last_hidden_state():
 
 
 def test_feature_is_final_norm_of_layer_select_in_a_deeper_model():
-    c = Gr00tN15Config.tiny().eagle
+    c = Gr00tN15Config.tiny().backbone
     hf = hf_qwen3(c.text.num_hidden_layers)  # all 4 layers, of which GR00T keeps 2
     ours = Qwen3Model(c.text, c.select_layer)
     state = {k: v for k, v in hf.state_dict().items() if not k.startswith(("layers.2.", "layers.3."))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.quality import FP32_REFERENCE_ATOL, max_abs_diff
 from models.experimental.gr00t.reference.torch_siglip import SiglipVisionModel
 from transformers import SiglipVisionConfig
@@ -15,7 +15,7 @@ from ..conftest import randomize_
 
 
 def hf_siglip(attn: str) -> HFSiglipVisionModel:
-    c = Gr00tN15Config.tiny().eagle.vision
+    c = Gr00tN15Config.tiny().backbone.vision
     hf_config = SiglipVisionConfig(**{k: v for k, v in c.to_hf_dict().items() if k != "model_type"})
     hf_config._attn_implementation = attn
     torch.manual_seed(0)
@@ -25,7 +25,7 @@ def hf_siglip(attn: str) -> HFSiglipVisionModel:
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_siglip_tower_matches_transformers(attn):
     hf = hf_siglip(attn)
-    ours = SiglipVisionModel(Gr00tN15Config.tiny().eagle.vision)
+    ours = SiglipVisionModel(Gr00tN15Config.tiny().backbone.vision)
     # transformers 5 flattened SiglipVisionModel; the checkpoint (saved by 4.51) keeps the inner
     # ``vision_model.`` level, which our wrapper reproduces. Below it, names are identical.
     ours.vision_model.load_state_dict(hf.state_dict(), strict=True)
@@ -39,7 +39,7 @@ def test_siglip_tower_matches_transformers(attn):
 
 def test_siglip_first_layer_matches_transformers():
     hf = hf_siglip("eager")
-    ours = SiglipVisionModel(Gr00tN15Config.tiny().eagle.vision)
+    ours = SiglipVisionModel(Gr00tN15Config.tiny().backbone.vision)
     ours.vision_model.load_state_dict(hf.state_dict(), strict=True)
     x = torch.randn(1, 256, 64, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():

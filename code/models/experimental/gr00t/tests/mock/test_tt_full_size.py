@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.observation import parse_observation
 
 from .tt_expect import captured_forward, count_calls, expected_attention_calls, expected_norm_calls

@@ -27,7 +27,7 @@ TAPS = ("vision_features", "vit_embeds", "backbone_features", "vl_embs", "state_
 @pytest.fixture(scope="module")
 def reference(tiny_checkpoint):
     from gr00t_p150.server.demo import load_demo_request
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy
+    from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
 
     ref = ReferencePolicy.from_checkpoint(tiny_checkpoint)
     request = load_demo_request("n15")

@@ -57,9 +57,9 @@ def test_stage_outputs_have_static_shapes_dtypes_and_live_in_dram(traced_forward
 
     taps, _, _ = traced_forward
     c, s = tt_policy.config, tt_policy.model.shapes
-    d_llm = c.eagle.text.hidden_size
+    d_llm = c.backbone.text.hidden_size
     want = {
-        "vision_features": ((1, 256, c.eagle.vision.hidden_size), ttnn.bfloat16),
+        "vision_features": ((1, 256, c.backbone.vision.hidden_size), ttnn.bfloat16),
         "vit_embeds": ((1, 256, d_llm), ttnn.bfloat16),
         "backbone_features": ((1, s.seq_len, d_llm), ttnn.bfloat16),
         "vl_embs": ((1, s.seq_len, d_llm), ttnn.bfloat16),

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.tt.policy import TTPolicy
@@ -70,7 +70,7 @@ def test_layouts_and_dtypes_follow_the_policy(converted, tiny_checkpoint):
     assert t[LLM_QKV].dtype == ttnn.bfloat16 and t[EMBED].layout == ttnn.ROW_MAJOR_LAYOUT
     # fused Q|K|V, stored [in, out], each head zero-padded to a tile multiple (tiny Qwen3: 16 → 32), q/k
     # scaled by sqrt(32/16) to keep the per-head RMSNorm exact over the padded head
-    c = Gr00tN15Config.tiny().eagle.text
+    c = Gr00tN15Config.tiny().backbone.text
     hd, hp = c.head_dim, tile_up(c.head_dim)
     qkv = ttnn.to_torch(t[LLM_QKV]).float()
     assert tuple(qkv.shape) == (c.hidden_size, (c.num_attention_heads + 2 * c.num_key_value_heads) * hp)

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from models.experimental.gr00t.common.configs import Gr00tN15Config
+from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 
 
 def expected_attention_calls(config: Gr00tN15Config) -> int:
     """One SDPA per attention layer: SigLIP + Qwen3 (kept layers) + VL self-attention + DiT × Euler steps."""
-    e, h = config.eagle, config.action_head
+    e, h = config.backbone, config.action_head
     return (e.vision.num_hidden_layers + e.select_layer + h.vl_self_attention.num_layers
             + h.dit.num_layers * h.num_inference_timesteps)
 
 
 def expected_norm_calls(config: Gr00tN15Config) -> Counter:
-    e, h = config.eagle, config.action_head
+    e, h = config.backbone, config.action_head
     layer_norms = (2 * e.vision.num_hidden_layers + 1  # SigLIP pre-norms + post_layernorm
                    + 1 + 2 * h.vl_self_attention.num_layers  # vlln + adapter blocks
                    + h.num_inference_timesteps * (2 * h.dit.num_layers + 1))  # DiT norm1/norm3 + norm_out per step

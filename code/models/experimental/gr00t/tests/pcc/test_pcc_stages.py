@@ -28,7 +28,7 @@ REPORTED = ("vit_embeds", "state_features", "velocity_0", "velocity_1", "velocit
 
 @pytest.fixture(scope="module")
 def reference_taps(device_checkpoint):
-    from models.experimental.gr00t.reference.torch_policy import ReferencePolicy
+    from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
 
     ref = ReferencePolicy.from_checkpoint(device_checkpoint)
     obs, _, noise = observations(ref.layout)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The whole GR00T N1.5 network on TT-NN (twin of ``reference/torch_gr00t.py``), cut into the four
+"""The whole GR00T N1.5 network on TT-NN (twin of ``reference/torch_gr00t_n15.py``), cut into the four
 stages that become Metal traces: vision → llm → adapter → denoise.
 
 Every request input lives in a persistent device buffer allocated once (``inputs``); each stage
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import ttnn
 
-from ..common.configs import Gr00tN15Config
+from ..common.configs_n15 import Gr00tN15Config
 from ..common.errors import InputError
 from .ttnn_action_head import TtActionHead
 from .ttnn_common import NEG_INF, DeviceWeights
@@ -42,8 +42,8 @@ class StaticShapes:
 
     @classmethod
     def gr1(cls, config: Gr00tN15Config, image_offset: int, seq_len: int = 384) -> "StaticShapes":
-        v, h = config.eagle.vision, config.action_head
-        return cls(seq_len, image_offset, config.eagle.tokens_per_image, tile_up(v.num_channels * v.patch_size**2),
+        v, h = config.backbone.vision, config.action_head
+        return cls(seq_len, image_offset, config.backbone.tokens_per_image, tile_up(v.num_channels * v.patch_size**2),
                    h.max_state_dim, h.action_horizon, h.action_dim,
                    tile_up(1 + h.num_target_vision_tokens + h.action_horizon))
 
@@ -63,12 +63,12 @@ def _layout(name: str):
     return ttnn.TILE_LAYOUT if name == "tile" else ttnn.ROW_MAJOR_LAYOUT
 
 
-class Gr00tTT:
+class TtGr00tN15:
     def __init__(self, weights: DeviceWeights, config: Gr00tN15Config, shapes: StaticShapes):
-        if config.eagle.tokens_per_image != shapes.image_tokens:
+        if config.backbone.tokens_per_image != shapes.image_tokens:
             raise ValueError("static shapes were made for another image geometry")
         self.w, self.config, self.shapes, self.device = weights, config, shapes, weights.device
-        self.eagle = TtEagle(weights, config.eagle, shapes.seq_len, shapes.image_offset)
+        self.eagle = TtEagle(weights, config.backbone, shapes.seq_len, shapes.image_offset)
         self.head = TtActionHead(weights, config.action_head)
         self.inputs = {name: ttnn.allocate_tensor_on_device(ttnn.Shape(shape), getattr(ttnn, dtype), _layout(lay),
                                                              self.device, ttnn.DRAM_MEMORY_CONFIG)
@@ -84,12 +84,12 @@ class Gr00tTT:
         """Host tensors for the input buffers; ``InputError`` when anything differs from the static shapes."""
         s = self.shapes
         n_real = int(input_ids.shape[-1])
-        if tuple(pixel_values.shape) != (1, 3, *(2 * (self.config.eagle.vision.image_size,))):
-            raise InputError("images", f"the TT model was captured for one {self.config.eagle.vision.image_size}² "
+        if tuple(pixel_values.shape) != (1, 3, *(2 * (self.config.backbone.vision.image_size,))):
+            raise InputError("images", f"the TT model was captured for one {self.config.backbone.vision.image_size}² "
                                        f"image; got pixel tensor {tuple(pixel_values.shape)}")
         if input_ids.ndim != 2 or input_ids.shape[0] != 1 or n_real > s.seq_len:
             raise InputError("instruction", f"prompt of {n_real} tokens does not fit the captured length {s.seq_len}")
-        image = (input_ids[0] == self.config.eagle.image_token_index).nonzero().flatten()
+        image = (input_ids[0] == self.config.backbone.image_token_index).nonzero().flatten()
         if (image.numel() != s.image_tokens or int(image[0]) != s.image_offset
                 or int(image[-1]) != s.image_offset + s.image_tokens - 1):
             raise InputError("instruction",
@@ -104,7 +104,7 @@ class Gr00tTT:
         vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
         cross_mask = torch.zeros(1, 1, s.dit_tokens, s.seq_len)
         cross_mask[..., n_real:] = NEG_INF
-        host = {"patches": patchify(pixel_values.float(), self.config.eagle.vision.patch_size), "input_ids": ids,
+        host = {"patches": patchify(pixel_values.float(), self.config.backbone.vision.patch_size), "input_ids": ids,
                 "vl_mask": vl_mask, "cross_mask": cross_mask, "state": state.float(), "noise": noise.float()}
         out = {}
         for name, (shape, dtype, lay) in s.buffers().items():

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..common.checkpoint import LazyCheckpoint, load_module
-from ..common.configs import Gr00tN15Config
+from ..common.configs_n15 import Gr00tN15Config
 from ..common.weights import OPTIONAL_UNUSED_KEYS
 from .torch_action_head import FlowmatchingActionHead
 from .torch_eagle import EagleBackbone
@@ -18,7 +18,7 @@ class Gr00tN15(nn.Module):
     def __init__(self, c: Gr00tN15Config):
         super().__init__()
         self.config = c
-        self.backbone = EagleBackbone(c.eagle)
+        self.backbone = EagleBackbone(c.backbone)
         self.action_head = FlowmatchingActionHead(c.action_head)
 
     @classmethod

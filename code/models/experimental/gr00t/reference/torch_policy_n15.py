@@ -14,16 +14,16 @@ import numpy as np
 import torch
 
 from ..common.checkpoint import LazyCheckpoint
-from ..common.configs import Gr00tN15Config
+from ..common.configs_n15 import Gr00tN15Config
 from ..common.inputs_n15 import prepare_n15
 from ..common.layouts import get_layout
-from ..common.normalization import ActionStats, unnormalize
+from ..common.normalization_n15 import ActionStats, unnormalize
 from ..common.observation import Observation
 from ..common.policy import PreparedInputs
 from ..common.synthetic import synthetic_info
 from ..common.timing import Stopwatch
 from .policy import ReferencePolicyBase
-from .torch_gr00t import Gr00tN15
+from .torch_gr00t_n15 import Gr00tN15
 
 
 class ReferencePolicy(ReferencePolicyBase):
