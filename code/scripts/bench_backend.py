@@ -33,6 +33,7 @@ from gr00t_p150.server.demo import load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.observation import parse_observation
+from models.experimental.gr00t.common.versions import SPECS
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -63,7 +64,7 @@ def fidelity(got, want) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
+    ap.add_argument("--version", default="n15", choices=list(SPECS))
     ap.add_argument("--scale", default="full", choices=["tiny", "full"])
     ap.add_argument("--seed", type=int, default=0, help="synthetic weights seed")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -13,10 +13,9 @@ from pathlib import Path
 
 
 from models.experimental.gr00t.common.cli import run_cli
-from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
-from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
 from models.experimental.gr00t.common.errors import Gr00tError
 from models.experimental.gr00t.common.synthetic import write_checkpoint
+from models.experimental.gr00t.common.versions import SPECS, load
 from models.experimental.gr00t.common.weights import inventory
 
 DTYPE_NAMES = {"torch.bfloat16": "bfloat16", "torch.float32": "float32"}
@@ -24,7 +23,7 @@ DTYPE_NAMES = {"torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
+    ap.add_argument("--version", default="n15", choices=list(SPECS))
     ap.add_argument("--scale", default="tiny", choices=["tiny", "full"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="directory to write (created)")
@@ -32,8 +31,7 @@ def main() -> int:
     ap.add_argument("--max-shard-bytes", type=int, default=None,
                     help="shard size limit (default: tiny 16 MiB, full 5 GB)")
     args = ap.parse_args()
-    config_cls = {"n15": Gr00tN15Config, "n17": Gr00tN17Config}[args.version]
-    specs = inventory(config_cls.preset(args.scale))
+    specs = inventory(load(SPECS[args.version].config_cls).preset(args.scale))
     if args.list:
         for spec in specs:
             print(f"{spec.name}\t{tuple(spec.shape)}\t{DTYPE_NAMES[str(spec.dtype)]}")

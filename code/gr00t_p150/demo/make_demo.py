@@ -170,12 +170,12 @@ def check(version: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", default="all", choices=["n15", "n17", "all"])
+    ap.add_argument("--version", default="all", choices=[*INSTRUCTION, "all"])
     ap.add_argument("--check", action="store_true",
                     help="regenerate into a temp dir and compare with the shipped files")
     args = ap.parse_args()
     stale = []
-    for version in ("n15", "n17") if args.version == "all" else (args.version,):
+    for version in INSTRUCTION if args.version == "all" else (args.version,):
         if args.check:
             stale += check(version)
             continue

@@ -56,7 +56,7 @@ def added_tokens(version: str) -> list[tuple[str, int, bool]]:
     if version not in TOKENIZER_ENV:
         raise ConfigError(f"no tokenizer recipe for version {version!r}")
     rows = [(t, QWEN3_FIRST_ADDED_ID + i, special) for i, (t, special) in enumerate(QWEN3_ADDED_TOKENS)]
-    if version == "n17":  # Qwen3-VL uses the vision tokens Qwen3 already has (151652-151656)
+    if not SPECS[version].eagle_tokens:  # Qwen3-VL uses the vision tokens Qwen3 already has (151652-151656)
         return rows
     first = QWEN3_FIRST_ADDED_ID + len(QWEN3_ADDED_TOKENS)
     return rows + [(t, first + i, True) for i, t in enumerate(EAGLE_TOKENS)]

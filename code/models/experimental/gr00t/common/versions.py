@@ -41,7 +41,10 @@ class VersionSpec:
     config_cls: str  # dotted paths, imported on demand
     policy_cls: str  # the fp32 reference policy
     fast_cls: str  # the torch fast path
+    inventory: str  # the checkpoint's tensor inventory: config -> [TensorSpec]
+    synthetic_sidecars: str  # the synthetic writer's files beside config.json: seed -> {name: JSON}
     tokenizer_env: str  # variable naming a local tokenizer directory
+    eagle_tokens: bool  # the tokenizer adds NVIDIA's Eagle image tokens (N1.5) beyond Qwen3's
     ttnn: bool  # whether the TT-NN port serves this version
 
 
@@ -65,7 +68,10 @@ SPECS: dict[str, VersionSpec] = {
         config_cls=f"{PORT}.common.configs_n15:Gr00tN15Config",
         policy_cls=f"{PORT}.reference.torch_policy_n15:ReferencePolicy",
         fast_cls=f"{PORT}.torch_fast.fast_policy_n15:FastPolicyN15",
+        inventory=f"{PORT}.common.weights:n15_inventory",
+        synthetic_sidecars=f"{PORT}.common.synthetic:n15_sidecars",
         tokenizer_env="GR00T_TOKENIZER_DIR_N15",
+        eagle_tokens=True,
         ttnn=True,
     ),
     "n17": VersionSpec(
@@ -90,7 +96,10 @@ SPECS: dict[str, VersionSpec] = {
         config_cls=f"{PORT}.common.configs_n17:Gr00tN17Config",
         policy_cls=f"{PORT}.reference.torch_policy_n17:ReferencePolicyN17",
         fast_cls=f"{PORT}.torch_fast.fast_policy_n17:FastPolicyN17",
+        inventory=f"{PORT}.common.weights:n17_inventory",
+        synthetic_sidecars=f"{PORT}.common.synthetic:n17_sidecars",
         tokenizer_env="GR00T_TOKENIZER_DIR_N17",
+        eagle_tokens=False,
         ttnn=False,
     ),
 }

@@ -191,5 +191,7 @@ def n17_inventory(config) -> list[TensorSpec]:
 
 
 def inventory(config) -> list[TensorSpec]:
-    """The checkpoint inventory of either version's config."""
-    return n15_inventory(config) if config.version == "n15" else n17_inventory(config)
+    """The checkpoint inventory of any version's config (its registry row names the function)."""
+    from .versions import get_spec, load
+
+    return load(get_spec(config.version).inventory)(config)

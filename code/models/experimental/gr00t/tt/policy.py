@@ -41,6 +41,8 @@ class TTPolicy:
         return "bfloat16"
 
     def with_env_overrides(self, env: Mapping[str, str]) -> "TTPolicy":
+        """This policy with ``GR00T_POLICY`` / ``GR00T_TRACE_LAYOUT`` from ``env`` applied (validated). The
+        published N1.7 package's verify lines call it, so it stays part of this module's API."""
         return dataclasses.replace(self, dtype_policy=env.get("GR00T_POLICY", self.dtype_policy),
                                    trace_layout=env.get("GR00T_TRACE_LAYOUT", self.trace_layout))
 

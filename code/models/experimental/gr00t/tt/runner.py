@@ -8,7 +8,6 @@ replays them. The robot policy on top is ``ttnn_policy.TTGr00tPolicy``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -23,11 +22,6 @@ TRACE_REGION_SIZE = 200 * 2**20  # four stage traces; the published package's ar
 def device_present() -> bool:
     """A Tenstorrent card is visible to this process (the kernel driver's device nodes)."""
     return any(Path("/dev").glob("tenstorrent*"))
-
-
-def is_mock() -> bool:
-    """ttnn was pointed at a mock cluster description (no card: ops are validated, not executed)."""
-    return bool(os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"))
 
 
 def open_model_device(mesh_shape: tuple[int, int] = (1, 1)):

@@ -30,6 +30,8 @@ def test_each_row_names_classes_that_exist_and_agree_with_it(version, tmp_path):
     assert checkpoint_version(ckpt) == version  # the written config.json carries this row's model_type
     assert spec_for_model_type(spec.model_type) is spec
     assert callable(load(spec.policy_cls).from_checkpoint) and callable(load(spec.fast_cls).from_reference)
+    config = load(spec.config_cls).preset("tiny")
+    assert load(spec.inventory)(config) and "config.json" not in load(spec.synthetic_sidecars)(0)
     assert LAYOUTS[spec.layout].embodiment == spec.embodiment
     assert "config.json" in spec.allow_patterns and "model-*.safetensors" in spec.allow_patterns
     assert len(spec.revision) == 40 and spec.hf_repo.startswith("nvidia/GR00T-")
