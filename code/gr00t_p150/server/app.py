@@ -21,8 +21,8 @@ from starlette.exceptions import HTTPException
 
 from .demo import load_demo_request
 from .contract import model_name
-from .engine import BootError, Engine
-from .errors import NonFiniteActions, RequestRefused, error_body, as_request_refused, register
+from .engine import Engine
+from .errors import BootError, NonFiniteActions, RequestRefused, as_request_refused, error_body, register
 from .schemas import PredictRequest, PredictResponse
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
