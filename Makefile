@@ -12,6 +12,8 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 PORT ?= 20000
+# make serve listens on loopback unless told otherwise (HOST=0.0.0.0 accepts other machines).
+HOST ?= 127.0.0.1
 GR00T_VERSION ?= n15
 
 .PHONY: venv test lint test-tt-full demo serve bench-reference bench-backend estimate-tt-accuracy clean-venv
@@ -50,7 +52,7 @@ demo: $(STAMP)
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)
-	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn gr00t_p150.server.app:app --host 0.0.0.0 --port $(PORT)
+	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn gr00t_p150.server.app:app --host $(HOST) --port $(PORT)
 
 # Host estimate of the TT-NN port's accuracy (not a device measurement): golden-op execution with
 # device-rounded weights and bf16 activations vs the fp32 reference, full-size synthetic N1.5 (~11 GB RAM).

@@ -5,9 +5,10 @@ model and the device; the engine calls it from a single thread."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from models.experimental.gr00t.common.policy import Policy, PolicyResult
+from models.experimental.gr00t.common.policy import Policy, PolicyResult, PreparedInputs
 from models.experimental.gr00t.common.timing import Stopwatch
 
 
@@ -23,9 +24,15 @@ class Backend(Protocol):
     def action_shape(self) -> tuple[int, int]:
         """(horizon, action_dim) of the model-space chunk."""
 
+    def prepare(self, observation: Any, *, noise=None, seed: int | None = None, state_dtype: str = "float64"):
+        """Validate and encode, on the request's thread (raises ``InputError`` before any device work)."""
+
+    def run(self, prepared) -> PolicyResult:
+        """Run the model and un-normalise, on the device thread."""
+
     def predict(self, observation: Any, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PolicyResult:
-        """Validate and encode (raising ``InputError`` before any device work), run, un-normalise."""
+        """``run(prepare(...))``: both halves on the calling thread (warm-up, scripts)."""
 
     @property
     def stage(self) -> str:
@@ -39,15 +46,29 @@ class Backend(Protocol):
         """Release what the backend holds (traces, device, weights); safe to call twice."""
 
 
+@dataclass
+class Prepared:
+    """A request validated and encoded on its own thread, ready for the device thread."""
+
+    inputs: PreparedInputs
+    encode_ms: float
+
+
 class PolicyBackend:
-    """A ``Policy`` (reference, fast path or TT-NN) behind the engine: the one ``predict`` they share."""
+    """A ``Policy`` (reference, fast path or TT-NN) behind the engine: the one ``predict`` they share,
+    in two halves so that tokenising and image encoding never run on the device thread."""
 
     policy: Policy
 
-    def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> PolicyResult:
+    def prepare(self, observation, *, noise=None, seed=None, state_dtype="float64") -> Prepared:
+        """Host work, thread-safe: validate and encode (raises ``InputError``)."""
         t0 = time.perf_counter()
         inputs = self.policy.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype)
-        encode = (time.perf_counter() - t0) * 1e3
+        return Prepared(inputs, (time.perf_counter() - t0) * 1e3)
+
+    def run(self, prepared: Prepared) -> PolicyResult:
+        """Device work, on the device thread: the model, then un-normalisation."""
+        inputs, encode = prepared.inputs, prepared.encode_ms
         clock = Stopwatch()
         taps = self.policy.infer(inputs, clock)  # a device policy checks its static shapes before any write
         laps = dict(clock.ms)
@@ -59,3 +80,6 @@ class PolicyBackend:
         return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
                             seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
                             prompt_tokens=inputs.prompt_tokens, timing_ms=timing)
+
+    def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> PolicyResult:
+        return self.run(self.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype))

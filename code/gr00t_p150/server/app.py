@@ -9,6 +9,7 @@ lifespan, so "Application startup complete" means ready to serve.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 import uuid
@@ -81,6 +82,14 @@ def _setup_logging() -> None:
         log.propagate = False
 
 
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # what a client's X-Request-ID may be to be echoed
+
+
+def request_id(sent: str | None) -> str:
+    """The client's ``X-Request-ID`` when it is a plain token of at most 128 characters, else a fresh one."""
+    return sent if sent and REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
+
+
 def _release(engine: Engine | None) -> None:
     """A failed boot still closes what it opened (e.g. a TT device whose warm-up missed the gate)."""
     if engine is not None:
@@ -136,7 +145,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         timing["total"] = (time.perf_counter() - t0) * 1e3
         response["timing_ms"] = {k: round(v, 3) for k, v in timing.items()}
         headers = {"Server-Timing": ", ".join(f"{k};dur={v:.2f}" for k, v in timing.items()),
-                   "X-Request-ID": request.headers.get("x-request-id") or uuid.uuid4().hex}
+                   "X-Request-ID": request_id(request.headers.get("x-request-id"))}
         return JSONResponse(response, headers=headers)
 
     @app.get("/health")

@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from fastapi.concurrency import run_in_threadpool
+
 from .contract import contract, model_name
 from .demo import load_demo_request
 from .errors import BootError, as_request_refused
@@ -161,10 +163,17 @@ class Engine:
 
     # ---- requests -------------------------------------------------------------------------------
     async def predict(self, obs, *, noise, seed, state_dtype):
+        """Tokenise and encode on a worker thread (a slow or hostile request never holds the device
+        thread), then run the model on the device thread."""
+        def prepare():
+            with as_request_refused():
+                return self.backend.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
+
         def run():
             with as_request_refused():  # e.g. an input off the TT model's static shapes, refused before any write
-                return self.backend.predict(obs, noise=noise, seed=seed, state_dtype=state_dtype)
+                return self.backend.run(prepared)
 
+        prepared = await run_in_threadpool(prepare)
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def info(self) -> dict[str, Any]:

@@ -45,7 +45,20 @@ class NonFiniteActions(RuntimeError):
     """The model produced NaN or infinite actions for a request -> 500, logged."""
 
 
+MAX_ECHO_CHARS = 200  # how much of a client's own text (a key, a value) an error body repeats
+
+
+def printable(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` safe to echo: lone surrogates and control characters as ``\\uXXXX`` escapes (a JSON encoder
+    cannot write a lone surrogate), and at most ``limit`` characters."""
+    out = "".join(c if c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF else f"\\u{ord(c):04x}"
+                  for c in text[:limit])
+    return out + ("…" if len(text) > limit else "")
+
+
 def error_body(status: int, field: str | None, rule: str, **extra) -> JSONResponse:
+    field = printable(field) if field is not None else None
+    rule = printable(rule, 4 * MAX_ECHO_CHARS)
     message = f"{field}: {rule}" if field else rule
     return JSONResponse({"error": {"field": field, "rule": rule, "message": message, **extra}}, status_code=status)
 
@@ -68,8 +81,8 @@ def register(app: FastAPI) -> None:
         field = _loc(first.get("loc", ()))
         if first.get("type") == "json_invalid":
             field = "body"
-        details = [{"field": "body" if e.get("type") == "json_invalid" else _loc(e.get("loc", ())),
-                    "rule": e.get("msg", "")} for e in errors[:20]]
+        details = [{"field": printable("body" if e.get("type") == "json_invalid" else _loc(e.get("loc", ()))),
+                    "rule": printable(e.get("msg", ""), 4 * MAX_ECHO_CHARS)} for e in errors[:20]]
         return error_body(400, field, first.get("msg", "invalid value"), errors=details)
 
     @app.exception_handler(RequestRefused)

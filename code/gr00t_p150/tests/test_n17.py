@@ -4,6 +4,7 @@ request refused with 400 naming the problem, and the smoke test against a live p
 
 from __future__ import annotations
 
+import base64
 import copy
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from gr00t_p150.server.settings import load_config
 
 from .conftest import assert_matches_golden, reference_answer_of
 from .test_process import CODE, free_port, start
-from .test_validation import png
+from .test_validation import png, png_with_rows
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +120,14 @@ def test_aspect_error_states_the_ratio(n17, droid_request):
     droid_request["images"]["wrist_image_left"][1] = png(180, 180)
     rule = n17.post("/predict", json=droid_request).json()["error"]["rule"]
     assert "180x180" in rule and "1.000" in rule and "[1.686, 1.814]" in rule
+
+
+def test_a_square_frame_is_refused_by_its_header_before_any_pixel_is_decoded(n17, droid_request):
+    # 4096x4096 with no pixel data at all: decoding would fail (and a real one took 1.3 s to decode first)
+    droid_request["images"]["wrist_image_left"][1] = base64.b64encode(png_with_rows(4096, 4096, rows=0)).decode()
+    err = n17.post("/predict", json=droid_request).json()["error"]
+    assert err["field"] == "images.wrist_image_left[1]"
+    assert "4096x4096" in err["rule"] and "[1.686, 1.814]" in err["rule"]
 
 
 def test_smoke_test_passes_against_a_live_n17_server(n17_env, tmp_path):

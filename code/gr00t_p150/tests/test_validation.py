@@ -8,6 +8,9 @@ import base64
 import copy
 import io
 import json
+import time
+import zlib
+from threading import current_thread
 
 import numpy as np
 import pytest
@@ -116,15 +119,69 @@ def test_bad_requests_do_not_change_later_answers(client, demo, request_body, re
 
 def test_non_finite_actions_from_the_model_are_a_500_and_the_server_goes_on(client, request_body, monkeypatch):
     backend = client.app.state.engine.backend
-    honest = backend.predict
+    honest = backend.run  # the device half of a request
 
     def poisoned(*args, **kwargs):
         result = honest(*args, **kwargs)
         result.actions[next(iter(result.actions))][0, 0] = np.nan
         return result
 
-    monkeypatch.setattr(backend, "predict", poisoned)
+    monkeypatch.setattr(backend, "run", poisoned)
     r = client.post("/predict", json=request_body)
     assert r.status_code == 500 and "non-finite actions" in r.json()["error"]["message"]
     monkeypatch.undo()
     assert client.post("/predict", json=request_body).status_code == 200
+
+
+@pytest.mark.parametrize("body", [b'{"images": {}, "state": {"\\udfff": [1]}, "instruction": "a"}',  # JSON escape
+                                  b'{"images": {}, "state": {"\xed\xbf\xbf": [1]}, "instruction": "a"}',  # raw bytes
+                                  b'{"images": {}, "state": {"a\\u0007b": [1]}, "instruction": "a"}'],
+                         ids=["escaped_surrogate", "raw_surrogate_bytes", "control_character"])
+def test_keys_no_encoder_can_write_are_echoed_escaped_in_a_400(client, body):
+    r = client.post("/predict", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text  # was a 500 (UnicodeEncodeError) for lone surrogates
+    field = r.json()["error"]["field"]
+    assert field.startswith("state.") and "\\u" in field and field.isprintable()
+
+
+def test_an_instruction_bomb_is_refused_before_tokenising_in_well_under_a_second(client, request_body):
+    # 1.5 MiB (under this server's 2 MiB body limit): a 4 MiB one took 12 s to tokenise, on the device thread
+    request_body["instruction"] = "pick " * (3 * 2**19 // 5)
+    t = time.perf_counter()
+    r = client.post("/predict", json=request_body)
+    assert r.status_code == 400 and r.json()["error"]["field"] == "instruction"
+    assert "refused before tokenising" in r.json()["error"]["rule"] and time.perf_counter() - t < 1.0
+
+
+def test_a_png_whose_image_data_is_short_is_refused_not_zero_filled(client, request_body):
+    request_body["images"]["ego_view"] = base64.b64encode(png_with_rows(256, 256, rows=1)).decode()
+    r = client.post("/predict", json=request_body)
+    assert r.status_code == 400 and "truncated PNG" in r.json()["error"]["rule"], r.text
+
+
+def png_with_rows(w: int, h: int, rows: int) -> bytes:
+    """An RGB PNG whose header says ``w``×``h`` but whose (complete) zlib stream holds ``rows`` rows."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+    raw = b"".join(b"\x00" + bytes(3 * w) for _ in range(rows))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0]))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize(("sent", "echoed"), [("robot-7.req:42", True), ("x" * 4096, False), ("a b\tc", False)])
+def test_only_a_plain_short_request_id_is_echoed(client, request_body, sent, echoed):
+    r = client.post("/predict", json=request_body, headers={"X-Request-ID": sent})
+    got = r.headers["x-request-id"]
+    assert (got == sent) is echoed and len(got) <= 128
+
+
+def test_requests_are_encoded_off_the_device_thread_and_run_on_it(client, request_body, monkeypatch):
+    backend = client.app.state.engine.backend
+    threads = {}
+    prepare, run = backend.prepare, backend.run
+    monkeypatch.setattr(backend, "prepare", lambda *a, **k: (threads.update(prepare=current_thread().name),
+                                                             prepare(*a, **k))[1])
+    monkeypatch.setattr(backend, "run", lambda p: (threads.update(run=current_thread().name), run(p))[1])
+    assert client.post("/predict", json=request_body).status_code == 200
+    assert threads["run"].startswith("gr00t-device") and not threads["prepare"].startswith("gr00t-device")

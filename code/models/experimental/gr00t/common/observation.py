@@ -17,6 +17,7 @@ import numpy as np
 from .errors import InputError
 from .layouts import Layout
 from .preprocessing import check_side, decode_image
+from .prompts import check_instruction_length
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the model computes in float32: larger values overflow
@@ -63,6 +64,14 @@ def parse_state(state: Any, layout: Layout) -> dict[str, np.ndarray]:
     return out
 
 
+def check_aspect(field: str, h: int, w: int, layout: Layout) -> None:
+    """A layout with an aspect range (DROID: landscape near 16:9, the shape the model saw) refuses other frames;
+    decoding asks this of the header, before any pixel is decoded."""
+    if layout.aspect_range and not (h > 0 and layout.aspect_range[0] <= w / h <= layout.aspect_range[1]):
+        raise InputError(field, f"is {w}x{h} (width/height {w / h:.4f}); this layout takes landscape frames "
+                                f"with width/height in {list(layout.aspect_range)}")
+
+
 def parse_images(images: Any, layout: Layout) -> dict[str, list[np.ndarray]]:
     _exact_keys("images", images, list(layout.cameras), "camera")
     out = {}
@@ -79,9 +88,10 @@ def parse_images(images: Any, layout: Layout) -> dict[str, list[np.ndarray]]:
                 if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
                     raise InputError(field, "must be a uint8 [H, W, 3] RGB array")
                 check_side(field, frame.shape[0], frame.shape[1])
+                check_aspect(field, frame.shape[0], frame.shape[1], layout)
                 decoded.append(frame)
             elif isinstance(frame, str):
-                decoded.append(decode_image(frame, field))
+                decoded.append(decode_image(frame, field, check=lambda h, w, f=field: check_aspect(f, h, w, layout)))
             else:
                 raise InputError(field, "must be a base64-encoded PNG or JPEG string")
         out[cam] = decoded
@@ -97,6 +107,7 @@ def parse_observation(data: Any, layout: Layout) -> Observation:
     instruction = data["instruction"]
     if not isinstance(instruction, str) or not instruction.strip():
         raise InputError("instruction", "must be a non-empty string")
+    check_instruction_length(instruction, layout.max_text_tokens)  # before any image is decoded
     state = parse_state(data["state"], layout)
     images = parse_images(data["images"], layout)
     return Observation(images=images, state=state, instruction=instruction)

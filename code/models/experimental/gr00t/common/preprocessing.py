@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import zlib
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -20,8 +22,11 @@ MIN_SIDE, MAX_SIDE = 64, 4096
 Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # refuse decompression bombs before decoding
 
 
-def decode_image(data: str | bytes, field: str = "image") -> np.ndarray:
-    """Base64 (or raw) PNG/JPEG → uint8 RGB array [H, W, 3]; errors name ``field``."""
+def decode_image(data: str | bytes, field: str = "image", check: Callable[[int, int], None] | None = None
+                 ) -> np.ndarray:
+    """Base64 (or raw) PNG/JPEG → uint8 RGB array [H, W, 3]; errors name ``field``. The header alone
+    decides the side limits and ``check(h, w)`` (e.g. the layout's aspect range) before any pixel is
+    decoded; a PNG whose image data is short (which Pillow would zero-fill) is refused."""
     if isinstance(data, str):
         if data.startswith("data:") and "," in data:  # tolerate a data URL prefix
             data = data.split(",", 1)[1]
@@ -33,10 +38,47 @@ def decode_image(data: str | bytes, field: str = "image") -> np.ndarray:
         with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as img:
             w, h = img.size
             check_side(field, h, w)
+            if check is not None:
+                check(h, w)
+            if img.format == "PNG" and not png_data_complete(data):
+                raise InputError(field, "is a truncated PNG: its image data is shorter than its header declares")
             rgb = np.array(img.convert("RGB"), dtype=np.uint8)  # a writable copy
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError, ValueError, SyntaxError):
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError, ValueError, SyntaxError, zlib.error):
         raise InputError(field, "could not be decoded as an image (PNG or JPEG expected)") from None
     return rgb
+
+
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # colour type → samples per pixel
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png_data_complete(data: bytes) -> bool:
+    """Whether the PNG's IDAT stream inflates to every filtered row its IHDR declares (PNG spec 1.2,
+    sections 4 and 7–8). Inflation stops one byte past that length, so a bomb costs no more than a frame."""
+    pos, idat, header = 8, [], None
+    while pos + 8 <= len(data):
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+        pos += 12 + length
+    if header is None or len(header) < 13:
+        return False
+    w, h = int.from_bytes(header[0:4], "big"), int.from_bytes(header[4:8], "big")
+    depth, colour, interlace = header[8], header[9], header[12]
+    bits = _PNG_CHANNELS.get(colour, 0) * depth
+    passes = _ADAM7 if interlace == 1 else ((0, 0, 1, 1),)
+    expected = 0
+    for x0, y0, dx, dy in passes:
+        pw, ph = (w - x0 + dx - 1) // dx, (h - y0 + dy - 1) // dy
+        if pw > 0 and ph > 0:
+            expected += ph * (1 + (pw * bits + 7) // 8)  # one filter byte per row
+    inflated = zlib.decompressobj().decompress(b"".join(idat), expected + 1)
+    return bits > 0 and len(inflated) >= expected
 
 
 def check_side(field: str, h: int, w: int) -> None:

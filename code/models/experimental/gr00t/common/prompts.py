@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -48,6 +49,17 @@ EAGLE_TOKENS = ["<IMG_CONTEXT>", "<img>", "</img>", "<box>", "</box>", "<quad>",
 SYSTEM_PROMPT = "You are a helpful assistant."
 _IMAGE_PLACEHOLDER = re.compile(r"<(?:image|video)-\d+>")
 TOKENIZER_ENV = {v: s.tokenizer_env for v, s in SPECS.items()}  # a local tokenizer directory per version
+# The longest token of the Qwen3 BPE vocabulary is 128 bytes (128 spaces; measured on vocab.json, and a test
+# re-measures it), and a character is at least one byte: a text of n tokens has at most 128·n characters.
+# Anything longer is refused before tokenising (cheap, and a 16 MiB instruction no longer costs a minute).
+LONGEST_TOKEN_CHARS = 128
+_TOKENIZE = threading.Lock()  # requests are prepared on their own threads; one tokenizer call at a time
+
+
+def max_instruction_chars(max_text_tokens: int) -> int:
+    return max_text_tokens * LONGEST_TOKEN_CHARS
+
+
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
 
@@ -125,6 +137,13 @@ def get_tokenizer(version: str = "n15"):
     return tok
 
 
+def check_instruction_length(text: str, max_text_tokens: int) -> None:
+    """Refuse, without tokenising, a text too long to be ``max_text_tokens`` tokens."""
+    if len(text) > (limit := max_instruction_chars(max_text_tokens)):
+        raise InputError("instruction", f"is {len(text)} characters; {max_text_tokens} tokens hold at most {limit} "
+                                        f"({LONGEST_TOKEN_CHARS} per token), so it is refused before tokenising")
+
+
 # ---- N1.5 prompt -----------------------------------------------------------------------------------
 def render_instruction(instruction: str) -> str:
     """What NVIDIA's get_action puts in the template: ``str()`` of a one-element numpy array."""
@@ -156,11 +175,13 @@ def encode_n15_prompt(instruction: str, *, n_images: int, tokens_per_image: int,
         # prompt: either would corrupt the image-token layout, so such text is refused.
         raise InputError("instruction", f"contains the reserved token {reserved[0]!r}")
     text = render_instruction(instruction)
-    n_text = len(tok(text, add_special_tokens=False)["input_ids"])
-    if n_text > max_text_tokens:
-        raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} "
-                                        "(it is never truncated)")
-    ids = tok(n15_prompt(text, n_images, tokens_per_image), add_special_tokens=False)["input_ids"]
+    check_instruction_length(text, max_text_tokens)
+    with _TOKENIZE:
+        n_text = len(tok(text, add_special_tokens=False)["input_ids"])
+        if n_text > max_text_tokens:
+            raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} "
+                                            "(it is never truncated)")
+        ids = tok(n15_prompt(text, n_images, tokens_per_image), add_special_tokens=False)["input_ids"]
     return PromptTokens(list(ids), n_text)
 
 
@@ -183,9 +204,11 @@ def encode_n17_prompt(instruction: str, *, tokens_per_image: list[int], max_text
     if not text.strip():
         raise InputError("instruction", "is empty after normalisation (lower-case, punctuation removed)")
     tok = tokenizer or get_tokenizer("n17")
-    n_text = len(tok(text, add_special_tokens=False)["input_ids"])
-    if n_text > max_text_tokens:
-        raise InputError("instruction", f"is {n_text} tokens after normalisation; the limit is {max_text_tokens} "
-                                        "(it is never truncated)")
-    ids = tok(n17_prompt(text, tokens_per_image), add_special_tokens=False)["input_ids"]
+    check_instruction_length(text, max_text_tokens)
+    with _TOKENIZE:
+        n_text = len(tok(text, add_special_tokens=False)["input_ids"])
+        if n_text > max_text_tokens:
+            raise InputError("instruction", f"is {n_text} tokens after normalisation; the limit is "
+                                            f"{max_text_tokens} (it is never truncated)")
+        ids = tok(n17_prompt(text, tokens_per_image), add_special_tokens=False)["input_ids"]
     return PromptTokens(list(ids), n_text)

@@ -19,9 +19,9 @@ from ..common.configs_n17 import Gr00tN17Config
 from ..common.errors import InputError
 from ..common.layouts import get_layout
 from ..common.normalization_n17 import DroidStats, decode_actions, normalize_state
-from ..common.observation import Observation
+from ..common.observation import Observation, check_aspect
 from ..common.pose import rot6d_to_matrix
-from ..common.preprocessing_n17 import droid_frame, frame_aspect_ok, qwen_pixel_values
+from ..common.preprocessing_n17 import droid_frame, qwen_pixel_values
 from ..common.prompts import encode_n17_prompt
 from ..common.policy import PreparedInputs, initial_noise
 from ..common.synthetic import synthetic_info
@@ -49,11 +49,7 @@ class ReferencePolicyN17(ReferencePolicyBase):
         lay = self.layout
         for cam in lay.cameras:
             for i, f in enumerate(obs.images[cam]):
-                h, w = f.shape[:2]
-                if lay.aspect_range and not frame_aspect_ok(h, w, *lay.aspect_range):
-                    raise InputError(f"images.{cam}[{i}]",
-                                     f"is {w}x{h} (width/height {w / h:.4f}); this layout takes landscape frames "
-                                     f"with width/height in {list(lay.aspect_range)}")
+                check_aspect(f"images.{cam}[{i}]", *f.shape[:2], lay)  # parsing checked it; library callers too
         return [obs.images[cam][t] for t in range(lay.frames_per_camera) for cam in lay.cameras]
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,

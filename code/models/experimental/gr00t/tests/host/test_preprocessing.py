@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import base64
 import io
+import zlib
 
 import cv2
 import numpy as np
 import pytest
 import torch
 from models.experimental.gr00t.common.errors import InputError
-from models.experimental.gr00t.common.preprocessing import decode_image, encode_png
+from models.experimental.gr00t.common.preprocessing import decode_image, encode_png, png_data_complete
 from models.experimental.gr00t.common.preprocessing_n15 import center_crop, n15_pixel_values
 from PIL import Image
 from torchvision.transforms import v2
@@ -81,3 +82,70 @@ def test_bad_images_are_refused_with_the_field(payload, rule):
     with pytest.raises(InputError, match=rule) as err:
         decode_image(payload, "images.ego_view")
     assert err.value.field == "images.ego_view"
+
+
+def _png(w: int, h: int, depth: int, colour: int, rows: bytes, interlace: int = 0) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([depth, colour, 0, 0, interlace])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def _adam7_rgb(rgb: np.ndarray) -> bytes:
+    """Filtered rows of an Adam7-interlaced 8-bit RGB PNG (PNG spec 1.2, section 8.2), written here."""
+    out = b""
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+                           (0, 1, 1, 2)):
+        sub = rgb[y0::dy, x0::dx]
+        if sub.size:
+            out += b"".join(b"\x00" + row.tobytes() for row in sub)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["1", "L", "LA", "P", "RGB", "RGBA", "I;16"])
+def test_complete_pngs_of_every_kind_pass_the_completeness_check(mode):
+    rng = np.random.default_rng(3)
+    img = Image.fromarray(rng.integers(0, 255, (67, 93, 3), np.uint8))
+    img = Image.fromarray(rng.integers(0, 65535, (67, 93)).astype(np.uint16)) if mode == "I;16" else img.convert(mode)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    assert png_data_complete(buf.getvalue())
+
+
+def test_an_interlaced_png_passes_and_decodes_like_pillow_reads_it():
+    rgb = np.random.default_rng(4).integers(0, 255, (70, 101, 3), np.uint8)
+    data = _png(101, 70, 8, 2, _adam7_rgb(rgb), interlace=1)
+    assert png_data_complete(data)
+    assert np.array_equal(decode_image(data), rgb)  # Pillow de-interlaces our hand-written stream exactly
+
+
+@pytest.mark.parametrize("interlace", [0, 1])
+def test_a_png_with_short_image_data_is_refused(interlace):
+    rgb = np.zeros((64, 64, 3), np.uint8)
+    rows = _adam7_rgb(rgb) if interlace else b"".join(b"\x00" + r.tobytes() for r in rgb)
+    short = _png(64, 64, 8, 2, rows[:-7], interlace)  # a complete zlib stream, 7 bytes of pixels missing
+    assert png_data_complete(_png(64, 64, 8, 2, rows, interlace)) and not png_data_complete(short)
+    with pytest.raises(InputError, match="truncated PNG"):
+        decode_image(short)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_byte_truncated_files_are_refused(fmt):
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(5).integers(0, 255, (96, 128, 3), np.uint8)).save(buf, format=fmt)
+    with pytest.raises(InputError, match="could not be decoded|truncated"):
+        decode_image(buf.getvalue()[: len(buf.getvalue()) // 2])
+
+
+def test_the_header_check_runs_before_any_pixel_is_decoded():
+    garbage = _png(400, 400, 8, 2, b"\x00" * 10)[:-12]  # a valid header, no decodable pixels
+    seen = []
+
+    def check(h: int, w: int) -> None:
+        seen.append((h, w))
+        raise InputError("images.cam", "refused by its header")
+
+    with pytest.raises(InputError, match="refused by its header"):
+        decode_image(garbage, "images.cam", check=check)
+    assert seen == [(400, 400)]

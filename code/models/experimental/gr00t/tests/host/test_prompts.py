@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.prompts import encode_n15_prompt, get_tokenizer, render_instruction
@@ -58,3 +60,23 @@ def test_empty_or_reserved_token_instructions_are_refused(text):
     with pytest.raises(InputError) as err:
         encode(text)
     assert err.value.field == "instruction"
+
+
+def test_the_longest_token_bound_is_the_vocabulary_s_longest_token():
+    from models.experimental.gr00t.common.prompts import LONGEST_TOKEN_CHARS, bpe_files_dir
+
+    vocab = json.loads((bpe_files_dir() / "vocab.json").read_text())
+    # byte-level BPE: one vocabulary character per byte, and a text character is at least one byte
+    assert max(len(token) for token in vocab) == LONGEST_TOKEN_CHARS
+
+
+def test_an_instruction_longer_than_the_token_limit_can_hold_is_refused_without_tokenising(monkeypatch):
+    from models.experimental.gr00t.common import prompts
+
+    class NoTokenizer:
+        def __call__(self, *a, **k):
+            raise AssertionError("tokenised")
+
+    text = "a" * (prompts.max_instruction_chars(51) + 1)
+    with pytest.raises(InputError, match="refused before tokenising"):
+        prompts.encode_n17_prompt(text, tokens_per_image=[112], max_text_tokens=51, tokenizer=NoTokenizer())
