@@ -17,14 +17,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from .demo import load_demo_request
+from . import memory, signals
+from .admission import DeadlineExpired
 from .contract import model_name
+from .demo import load_demo_request
 from .engine import Engine
-from .errors import BootError, NonFiniteActions, RequestRefused, as_request_refused, error_body, register
-from .schemas import PredictRequest, PredictResponse
+from .errors import BootError, NonFiniteActions, RequestRefused, as_request_refused, register
+from .guards import Guards, Runtime
+from .metrics import CONTENT_TYPE
+from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
 
@@ -40,37 +44,6 @@ __all__ = ["app", "create_app", "load_config", "load_demo_request", "parse_mesh_
 
 log = logging.getLogger("gr00t_p150")
 SYNTHETIC_WARNING = "weights are SYNTHETIC (random): these actions are not a policy"
-
-
-class BodyTooLarge(HTTPException):
-    def __init__(self, limit: int):
-        super().__init__(413, f"request body exceeds GR00T_MAX_BODY_BYTES ({limit} bytes)")
-
-
-class BodyLimit:
-    """Refuse request bodies over the configured size, by Content-Length or while streaming."""
-
-    def __init__(self, app, limits: dict):
-        self.app, self.limits = app, limits
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        limit = self.limits["max_body_bytes"]
-        length = dict(scope.get("headers", [])).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            return await error_body(413, None, BodyTooLarge(limit).detail)(scope, receive, send)
-        seen = 0
-
-        async def limited():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise BodyTooLarge(limit)  # an HTTPException: FastAPI passes it through body parsing
-            return message
-
-        return await self.app(scope, limited, send)
 
 
 def _setup_logging() -> None:
@@ -97,18 +70,21 @@ def _release(engine: Engine | None) -> None:
 
 
 def create_app(config: ServerConfig | None = None) -> FastAPI:
-    limits = {"max_body_bytes": 64 * 2**20}
+    runtime = Runtime()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         _setup_logging()
+        memory.limit_arenas()
         engine = None
         try:
             cfg = config or load_config()
-            limits["max_body_bytes"] = cfg.max_body_bytes
+            runtime.configure(cfg)
             engine = Engine(cfg)
             app.state.engine = engine
             await engine.start()
+            runtime.metrics.booted(engine)
+            signals.install(on_first=runtime.admission.drain, drain_timeout_s=cfg.drain_timeout_s)
         except (SettingError, BootError) as exc:
             log.error("Boot failed: %s", exc)
             _release(engine)
@@ -124,35 +100,63 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     app = FastAPI(title="GR00T policy server", version="0.1.0", lifespan=lifespan,
                   description="NVIDIA GR00T robot policy over HTTP (see SERVING.md).")
-    app.add_middleware(BodyLimit, limits=limits)
+    app.state.runtime = runtime
+    app.add_middleware(Guards, runtime=runtime)
     register(app)
+    app.openapi = lambda: _openapi(app)
 
     def engine_of(request: Request) -> Engine:
         engine = getattr(request.app.state, "engine", None)
         if engine is None or not engine.ready:
             raise HTTPException(503, "model not ready")
+        if engine.lost:
+            raise HTTPException(503, "the backend is lost (see /health's last_device_error)")
         return engine
 
-    @app.post("/predict", response_model=PredictResponse, response_model_exclude_none=True)
+    errors = {code: {"model": ErrorBody, "description": text} for code, text in ERROR_RESPONSES.items()}
+
+    @app.post("/predict", response_model=PredictResponse, response_model_exclude_none=True, responses=errors)
     async def predict(body: PredictRequest, request: Request):
         t0 = time.perf_counter()
         engine = engine_of(request)
+        timeout_ms = body.timeout_ms or engine.config.request_timeout_ms
+        deadline = request.scope.get("gr00t.admitted_at", t0) + timeout_ms / 1e3 if timeout_ms else None
+        if deadline is not None and time.perf_counter() > deadline:
+            raise DeadlineExpired("the request's deadline passed while its body was read")
         obs = await run_in_threadpool(_decode, engine, body)
         t_decode = time.perf_counter()
-        result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype)
+        result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
+                                      deadline=deadline)
         response = _response(engine, body, obs, result)
         timing = {"decode": (t_decode - t0) * 1e3, **{k: v for k, v in result.timing_ms.items() if "." not in k}}
         timing["total"] = (time.perf_counter() - t0) * 1e3
+        runtime.metrics.observe_stages(timing)
         response["timing_ms"] = {k: round(v, 3) for k, v in timing.items()}
         headers = {"Server-Timing": ", ".join(f"{k};dur={v:.2f}" for k, v in timing.items()),
                    "X-Request-ID": request_id(request.headers.get("x-request-id"))}
+        if obs.pixel_bytes() > memory.TRIM_AFTER_BYTES:
+            del obs
+            await run_in_threadpool(memory.trim)
         return JSONResponse(response, headers=headers)
 
-    @app.get("/health")
+    @app.get("/health", responses={503: errors[503]})
     async def health(request: Request):
-        engine = engine_of(request)
-        return {"status": "ok", "version": engine.config.version,
-                "weights_synthetic": bool(engine.weights and engine.weights.synthetic)}
+        """Always open (no key). 200 while the backend serves; 503 before it is ready or once it is lost."""
+        engine = getattr(request.app.state, "engine", None)
+        if engine is None or not engine.ready and not engine.lost:
+            raise HTTPException(503, "model not ready")
+        admission = runtime.admission
+        body = {"status": "lost" if engine.lost else "draining" if admission.draining else "ok",
+                "version": engine.config.version,
+                "weights_synthetic": bool(engine.weights and engine.weights.synthetic),
+                "queue_depth": admission.depth, "queue_limit": admission.limit,
+                "device_errors": engine.device_errors, "last_device_error": engine.last_device_error}
+        return JSONResponse(body, status_code=503 if engine.lost else 200)
+
+    @app.get("/metrics", response_class=Response)
+    async def metrics():
+        """Prometheus text exposition (requests, stage latencies, queue, warm-up and gate results)."""
+        return Response(runtime.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/info")
     async def info(request: Request):
@@ -176,6 +180,21 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
                                             "owned_by": "nvidia", "ready": bool(engine and engine.ready)}]}
 
     return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """FastAPI's schema without its stock 422 (this server answers every validation error with 400)."""
+    from fastapi.openapi.utils import get_openapi
+
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for path in schema.get("paths", {}).values():
+            for operation in path.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def _decode(engine: Engine, body: PredictRequest):

@@ -21,12 +21,14 @@ from fastapi.concurrency import run_in_threadpool
 
 from .contract import contract, model_name
 from .demo import load_demo_request
-from .errors import BootError, as_request_refused
+from .admission import DeadlineExpired
+from .errors import BootError, RequestRefused, as_request_refused, printable
 from .fidelity import Fidelity, gate, resolve_golden
 from .settings import ServerConfig
 from .weights import WeightsError, WeightsInfo, resolve_weights
 
 log = logging.getLogger("gr00t_p150")
+LOST_AFTER = 3  # consecutive unexpected device-thread errors after which the backend counts as lost (/health 503)
 
 
 class Engine:
@@ -44,6 +46,15 @@ class Engine:
         self.golden_source = ""
         self.boot_s = 0.0
         self.ready = False
+        self.closed = False
+        self.device_errors = 0
+        self.consecutive_device_errors = 0
+        self.last_device_error: dict | None = None
+
+    @property
+    def lost(self) -> bool:
+        """The backend can no longer be trusted to serve: closed, or failing every request."""
+        return self.closed or self.consecutive_device_errors >= LOST_AFTER
 
     # ---- boot -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -51,7 +62,9 @@ class Engine:
 
     def shutdown(self) -> None:
         """Release the backend (traces, device) on the device thread, after the requests already queued."""
-        if self.backend is not None:
+        self.ready = False
+        if self.backend is not None and not self.closed:
+            self.closed = True
             try:
                 self._executor.submit(self.backend.close).result()
                 log.info("Backend closed: %s", self.backend.name)
@@ -162,19 +175,46 @@ class Engine:
         f.raise_unless_passed()
 
     # ---- requests -------------------------------------------------------------------------------
-    async def predict(self, obs, *, noise, seed, state_dtype):
+    async def predict(self, obs, *, noise, seed, state_dtype, deadline: float | None = None):
         """Tokenise and encode on a worker thread (a slow or hostile request never holds the device
-        thread), then run the model on the device thread."""
+        thread), then run the model on the device thread.
+
+        ``deadline`` (``time.perf_counter()`` seconds): checked before encoding and again when the device
+        thread picks the request up; once the device has started, the request is always finished."""
+        def check_deadline(where: str) -> None:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise DeadlineExpired(f"the request's deadline passed {where}; the device never started on it")
+
         def prepare():
+            check_deadline("before encoding")
             with as_request_refused():
                 return self.backend.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
         def run():
-            with as_request_refused():  # e.g. an input off the TT model's static shapes, refused before any write
-                return self.backend.run(prepared)
+            check_deadline("while it waited for the device")
+            try:
+                with as_request_refused():  # e.g. an input off the TT model's static shapes, refused before any write
+                    result = self.backend.run(prepared)
+            except RequestRefused:
+                raise
+            except Exception as exc:
+                self._device_failed(exc)
+                raise
+            self.consecutive_device_errors = 0
+            return result
 
         prepared = await run_in_threadpool(prepare)
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    def _device_failed(self, exc: Exception) -> None:
+        self.device_errors += 1
+        self.consecutive_device_errors += 1
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        self.last_device_error = {"type": type(exc).__name__, "message": printable(first_line),
+                                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                  "consecutive": self.consecutive_device_errors}
+        log.error("device thread error %d (%d in a row): %s: %s", self.device_errors,
+                  self.consecutive_device_errors, type(exc).__name__, first_line)
 
     def info(self) -> dict[str, Any]:
         import torch

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Every error response in one place: 400 names the field and the rule, 413 for oversize bodies, 503
-before the model is ready, 500 (logged) for anything unexpected."""
+"""Every error response in one place: 400 names the field and the rule, 401 without the API key, 408 for a
+body too slow, 413 for one too large, 429 for a full queue, 503 before the model is ready or after it is
+lost, 504 for a deadline that passed before the device started, 500 (logged) for anything unexpected."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+
+from .admission import DeadlineExpired
 
 log = logging.getLogger("gr00t_p150")
 
@@ -94,9 +97,15 @@ def register(app: FastAPI) -> None:
         log.error("non-finite actions for a request (%s)", exc)
         return error_body(500, None, "the model produced non-finite actions; see the server log")
 
+    @app.exception_handler(DeadlineExpired)
+    async def _deadline(_: Request, exc: DeadlineExpired) -> JSONResponse:
+        return error_body(504, "timeout_ms", str(exc))
+
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        return error_body(exc.status_code, None, str(exc.detail))
+        response = error_body(exc.status_code, None, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -25,6 +25,10 @@ class PredictRequest(BaseModel):
                                                             description="explicit initial noise [horizon][action_dim]")
     state_dtype: Literal["float64", "float32"] = "float64"
     return_normalized: bool = False
+    timeout_ms: int | None = Field(None, ge=1, le=3_600_000,
+                                   description="deadline from admission: 504 if the device has not started by "
+                                               "then (default GR00T_REQUEST_TIMEOUT_MS; never after device work "
+                                               "began)")
 
 
 class ImageReceipt(BaseModel):
@@ -54,3 +58,29 @@ class PredictResponse(BaseModel):
     backend: dict
     warning: str | None = None
     timing_ms: dict[str, float] = Field(description="decode, encode, device, decode_actions, total (server side)")
+
+
+class ErrorDetail(BaseModel):
+    field: str | None = Field(description="the request field at fault (dotted path), or null")
+    rule: str = Field(description="what the field must be, or why the request was refused")
+    message: str
+    errors: list[dict] | None = Field(None, description="every schema violation found (400 only)")
+    retry_after_s: int | None = Field(None, description="429 only: the Retry-After header's value")
+
+
+class ErrorBody(BaseModel):
+    """The body of every non-2xx response."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES = {
+    400: "malformed or off-contract request (never 422): `field` names it, `rule` says what it must be",
+    401: "GR00T_API_KEY is set and `Authorization: Bearer <key>` is missing or wrong",
+    408: "the body did not arrive within GR00T_BODY_TIMEOUT_S (the connection is closed)",
+    413: "body over GR00T_MAX_BODY_BYTES",
+    429: "GR00T_MAX_QUEUE requests are already admitted; `Retry-After` says when to retry",
+    500: "a server fault (logged; the body names only the exception type)",
+    503: "not ready, shutting down, or the backend is lost (see /health)",
+    504: "the request's deadline (timeout_ms / GR00T_REQUEST_TIMEOUT_MS) passed before the device started",
+}

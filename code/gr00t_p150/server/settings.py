@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 BACKENDS = ("auto", "torch", "ttnn")
@@ -20,6 +20,8 @@ TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (c
 # auto: the fast path on CUDA; on the CPU the fp32 reference itself (it is the golden the boot gate
 # compares against, and the fp32 fast path gains little there: see README "Torch fast path").
 TORCH_PATHS = ("auto", "fast", "reference")
+# What needs ``Authorization: Bearer <GR00T_API_KEY>`` when a key is set; /health always stays open.
+AUTH_ROUTES = ("/predict", "/info", "/demo", "/metrics", "/v1/models", "/docs", "/redoc", "/openapi.json")
 
 
 class SettingError(ValueError):
@@ -61,9 +63,18 @@ class ServerConfig:
     golden: Path | None  # explicit golden file for the fidelity gate (tests, audits)
     cache_dir: Path
     max_body_bytes: int
+    max_queue: int = 8  # GR00T_MAX_QUEUE: requests admitted at once (decoding, waiting or on the device)
+    request_timeout_ms: int = 0  # GR00T_REQUEST_TIMEOUT_MS: 0 = no deadline; else 504 if the device has not started
+    body_timeout_s: float = 30.0  # GR00T_BODY_TIMEOUT_S: the whole body must arrive within this, else 408
+    drain_timeout_s: float = 60.0  # GR00T_DRAIN_TIMEOUT_S: after SIGTERM, exit even if work is still running
+    api_key: str | None = field(default=None, repr=False)  # GR00T_API_KEY: never logged, never in to_dict
+    auth_routes: tuple[str, ...] = AUTH_ROUTES  # GR00T_AUTH_ROUTES: what needs the key when one is set
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        del d["api_key"]
+        d["auth"] = "bearer" if self.api_key else "open"
+        d["auth_routes"] = list(self.auth_routes)
         d["golden"] = str(self.golden) if self.golden else None
         d["cache_dir"] = str(self.cache_dir)
         d["tt_cache"] = str(self.tt_cache)
@@ -88,6 +99,38 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
     if not lo <= value <= hi:
         raise SettingError(f"{name}={value}: expected {lo}..{hi}")
     return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = env.get(name, str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r}: expected a number of seconds") from None
+    if not lo <= value <= hi:
+        raise SettingError(f"{name}={value}: expected {lo:g}..{hi:g}")
+    return value
+
+
+def parse_api_key(env: Mapping[str, str]) -> str | None:
+    """GR00T_API_KEY: unset or empty = open. The value itself is never echoed in an error."""
+    key = env.get("GR00T_API_KEY") or None
+    if key is not None and (len(key) < 16 or not key.isascii() or not key.isprintable() or " " in key):
+        raise SettingError("GR00T_API_KEY: expected at least 16 printable ASCII characters without spaces "
+                           "(the value is not shown)")
+    return key
+
+
+def parse_auth_routes(env: Mapping[str, str]) -> tuple[str, ...]:
+    """GR00T_AUTH_ROUTES: comma-separated paths that need the key; /health cannot be one of them."""
+    raw = env.get("GR00T_AUTH_ROUTES")
+    if raw is None:
+        return AUTH_ROUTES
+    routes = tuple(r.strip() for r in raw.split(",") if r.strip())
+    bad = [r for r in routes if r not in AUTH_ROUTES]
+    if bad:
+        raise SettingError(f"GR00T_AUTH_ROUTES: {bad} not among {list(AUTH_ROUTES)} (/health always stays open)")
+    return routes
 
 
 def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
@@ -145,4 +188,10 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         golden=Path(golden) if golden else None,
         cache_dir=cache,
         max_body_bytes=_int(env, "GR00T_MAX_BODY_BYTES", 64 * 2**20, 1024, 2**31),
+        max_queue=_int(env, "GR00T_MAX_QUEUE", 8, 1, 1024),
+        request_timeout_ms=_int(env, "GR00T_REQUEST_TIMEOUT_MS", 0, 0, 3_600_000),
+        body_timeout_s=_float(env, "GR00T_BODY_TIMEOUT_S", 30.0, 0.1, 3600.0),
+        drain_timeout_s=_float(env, "GR00T_DRAIN_TIMEOUT_S", 60.0, 1.0, 3600.0),
+        api_key=parse_api_key(env),
+        auth_routes=parse_auth_routes(env),
     )

@@ -25,11 +25,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# How the manifests launch it (tt-model: `python -m uvicorn --host … --port … --lifespan on [serve.args] APP`).
+SERVE_ARGS = ("--lifespan", "on", "--http", "gr00t_p150.server.protocol:GuardedH11Protocol")
+
+
 def start(env: dict, port: int, log: Path) -> subprocess.Popen:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GR00T_", "TT_"))}  # only what we set
     full_env = {**inherited, **env, "PYTHONPATH": str(CODE)}
-    return subprocess.Popen([sys.executable, "-m", "uvicorn", "gr00t_p150.server.app:app", "--host", "127.0.0.1",
-                             "--port", str(port)], env=full_env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    return subprocess.Popen([sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
+                             *SERVE_ARGS, "gr00t_p150.server.app:app"],
+                            env=full_env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def post(url: str, body: dict) -> dict:

@@ -29,6 +29,10 @@ class Observation:
     state: dict[str, np.ndarray]  # group → float64 [dim]
     instruction: str
 
+    def pixel_bytes(self) -> int:
+        """Bytes held by the decoded frames."""
+        return sum(frame.nbytes for frames in self.images.values() for frame in frames)
+
     def received_hw(self) -> dict[str, dict[str, Any]]:
         return {cam: {"frames": len(frames), "received_hw": list(frames[0].shape[:2])}
                 for cam, frames in self.images.items()}

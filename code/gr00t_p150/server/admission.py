@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Admission control in front of the device owner: at most ``GR00T_MAX_QUEUE`` requests in the server at
+once (reading, decoding, waiting or on the device), so memory held by decoded frames is bounded and a
+client is told at once to come back (429 + Retry-After) instead of waiting behind everybody.
+
+Every method runs on the event loop's thread, so the counter needs no lock.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import deque
+
+
+class QueueFull(Exception):
+    """The server already holds ``GR00T_MAX_QUEUE`` requests -> 429 with ``Retry-After``."""
+
+    def __init__(self, depth: int, retry_after_s: int):
+        super().__init__(f"the server is at GR00T_MAX_QUEUE ({depth} requests admitted); retry in "
+                         f"{retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class Draining(Exception):
+    """SIGTERM received: the requests already admitted finish, new ones get 503."""
+
+
+class DeadlineExpired(Exception):
+    """The request's deadline passed before the device started on it -> 504 (never after device work began)."""
+
+
+class Admission:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.depth = 0
+        self.draining = False
+        self.admitted = 0
+        self.refused = 0
+        self._service_s: deque[float] = deque(maxlen=64)  # recent time in the server of admitted requests
+
+    def enter(self) -> float:
+        """Admit one request or raise; returns the admission time (``time.perf_counter()``)."""
+        if self.draining:
+            raise Draining("the server is shutting down")
+        if self.depth >= self.limit:
+            self.refused += 1
+            raise QueueFull(self.depth, self.retry_after_s())
+        self.depth += 1
+        self.admitted += 1
+        return time.perf_counter()
+
+    def drain(self) -> None:
+        """From now on refuse new requests (503); the admitted ones finish."""
+        self.draining = True
+
+    def leave(self, admitted_at: float) -> None:
+        self.depth -= 1
+        self._service_s.append(time.perf_counter() - admitted_at)
+
+    def retry_after_s(self) -> int:
+        """Whole seconds until a place is likely free: the median recent service time times the queue
+        ahead, over the one device thread; at least 1 (HTTP's Retry-After counts whole seconds)."""
+        typical = statistics.median(self._service_s) if self._service_s else 1.0
+        return max(1, math.ceil(typical * self.depth))
