@@ -52,7 +52,7 @@ demo: $(STAMP)
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)
-	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn gr00t_p150.server.app:app --host $(HOST) --port $(PORT)
+	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn --host $(HOST) --port $(PORT) --http gr00t_p150.server.protocol:GuardedH11Protocol gr00t_p150.server.app:app
 
 # Host estimate of the TT-NN port's accuracy (not a device measurement): golden-op execution with
 # device-rounded weights and bf16 activations vs the fp32 reference, full-size synthetic N1.5 (~11 GB RAM).

@@ -13,7 +13,7 @@ PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)
 LOG=$(mktemp -t gr00t-demo-XXXX.log)
 echo "==> booting GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS on 127.0.0.1:$PORT (log: $LOG)"
 GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS PYTHONPATH=code \
-  "$PYTHON" -m uvicorn gr00t_p150.server.app:app --host 127.0.0.1 --port "$PORT" >"$LOG" 2>&1 &
+  "$PYTHON" -m uvicorn --host 127.0.0.1 --port "$PORT" --http gr00t_p150.server.protocol:GuardedH11Protocol gr00t_p150.server.app:app >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null || true' EXIT
 for _ in $(seq 1 900); do

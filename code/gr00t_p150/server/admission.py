@@ -24,7 +24,7 @@ class QueueFull(Exception):
 
 
 class Draining(Exception):
-    """SIGTERM received: the requests already admitted finish, new ones get 503."""
+    """SIGTERM received: requests that arrived before it are answered, later ones get 503."""
 
 
 class DeadlineExpired(Exception):
@@ -36,13 +36,15 @@ class Admission:
         self.limit = limit
         self.depth = 0
         self.draining = False
+        self._drain_from = float("inf")
         self.admitted = 0
         self.refused = 0
         self._service_s: deque[float] = deque(maxlen=64)  # recent time in the server of admitted requests
 
-    def enter(self) -> float:
-        """Admit one request or raise; returns the admission time (``time.perf_counter()``)."""
-        if self.draining:
+    def enter(self, arrived_at: float) -> float:
+        """Admit one request whose head arrived at ``arrived_at`` (``time.perf_counter()``) or raise; returns
+        the admission time."""
+        if arrived_at >= self._drain_from:
             raise Draining("the server is shutting down")
         if self.depth >= self.limit:
             self.refused += 1
@@ -52,8 +54,9 @@ class Admission:
         return time.perf_counter()
 
     def drain(self) -> None:
-        """From now on refuse new requests (503); the admitted ones finish."""
+        """Refuse requests that arrive from now on (503); those in flight are still admitted and answered."""
         self.draining = True
+        self._drain_from = time.perf_counter()
 
     def leave(self, admitted_at: float) -> None:
         self.depth -= 1

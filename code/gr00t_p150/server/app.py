@@ -120,9 +120,9 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         t0 = time.perf_counter()
         engine = engine_of(request)
         timeout_ms = body.timeout_ms or engine.config.request_timeout_ms
-        deadline = request.scope.get("gr00t.admitted_at", t0) + timeout_ms / 1e3 if timeout_ms else None
+        deadline = request.scope.get("gr00t.arrived_at", t0) + timeout_ms / 1e3 if timeout_ms else None
         if deadline is not None and time.perf_counter() > deadline:
-            raise DeadlineExpired("the request's deadline passed while its body was read")
+            raise DeadlineExpired("the request's deadline passed before its body had arrived and been parsed")
         obs = await run_in_threadpool(_decode, engine, body)
         t_decode = time.perf_counter()
         result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,

@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ASGI layer in front of every route: request counting, bearer auth, the body's size and read-time
-bounds, and admission to ``/predict``. All of it runs before a byte of the body is parsed, so a refused
-request costs almost nothing.
+bounds, and admission to ``/predict``. All of it runs before the body is parsed, so a refused request costs
+almost nothing.
 
-Order: count (always, whatever the outcome) → auth (401) → admission (429 / 503) → body limits (413 / 408).
+Order: count (always, whatever the outcome) → auth (401) → the body, read whole within its size and time
+limits (413 / 408) → admission to ``/predict`` (429 / 503) → the app, which gets the body in one message.
+A request is admitted only once its body has arrived, so clients stalling in mid-upload cannot take the
+places of requests that are ready (each of them is bounded by GR00T_BODY_TIMEOUT_S instead).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class Guards:
 
     async def _guarded(self, scope, receive, send):
         rt = self.runtime
+        scope["gr00t.arrived_at"] = time.perf_counter()
         path = scope["path"].rstrip("/") or "/"
         config = rt.config
         if config is not None and config.api_key and path in config.auth_routes and not authorized(scope,
@@ -83,18 +87,22 @@ class Guards:
             refusal = error_body(401, "Authorization", "this server needs 'Authorization: Bearer <GR00T_API_KEY>'")
             refusal.headers["WWW-Authenticate"] = "Bearer"
             return await refusal(scope, receive, send)
-        length = dict(scope.get("headers", [])).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > rt.max_body_bytes:
-            return await error_body(413, None, BodyTooLarge(rt.max_body_bytes).detail)(scope, receive, send)
+        try:
+            body = await self._read_body(scope, receive)
+        except HTTPException as exc:
+            refusal = error_body(exc.status_code, None, str(exc.detail))
+            refusal.headers.update({**(exc.headers or {}), "Connection": "close"})
+            return await refusal(scope, receive, send)
+        replay = _replay(body, receive)
         if path != "/predict" or scope["method"] != "POST":
-            return await self.app(scope, self._bounded(receive), send)
+            return await self.app(scope, replay, send)
         admission = rt.admission
         try:
-            admitted_at = admission.enter()
+            admitted_at = admission.enter(scope["gr00t.arrived_at"])
         except QueueFull as exc:
             rt.metrics.refused.labels("queue_full").inc()
             refusal = error_body(429, None, str(exc), retry_after_s=exc.retry_after_s)
-            refusal.headers.update({"Retry-After": str(exc.retry_after_s), "Connection": "close"})
+            refusal.headers["Retry-After"] = str(exc.retry_after_s)
             return await refusal(scope, receive, send)
         except Draining as exc:
             rt.metrics.refused.labels("draining").inc()
@@ -102,32 +110,45 @@ class Guards:
             refusal.headers["Connection"] = "close"
             return await refusal(scope, receive, send)
         rt.metrics.queue_depth.set(admission.depth)
-        scope["gr00t.admitted_at"] = admitted_at
         try:
-            await self.app(scope, self._bounded(receive), send)
+            await self.app(scope, replay, send)
         finally:
             admission.leave(admitted_at)
             rt.metrics.queue_depth.set(admission.depth)
 
-    def _bounded(self, receive):
-        """``receive`` that refuses a body over the size limit (413) or slower than the time limit (408).
-
-        Both are HTTPExceptions, which FastAPI passes through its body parsing."""
+    async def _read_body(self, scope, receive) -> bytes:
+        """The whole body, refused (413) past GR00T_MAX_BODY_BYTES by Content-Length or while it streams in,
+        and (408) when it has not all arrived GR00T_BODY_TIMEOUT_S after the head."""
         limit, limit_s = self.runtime.max_body_bytes, self.runtime.body_timeout_s
-        seen, deadline, done = 0, time.monotonic() + limit_s, False
-
-        async def bounded():
-            nonlocal seen, done
-            if done:  # the body is complete: what follows is a disconnect, waited for without a limit
-                return await receive()
+        length = dict(scope.get("headers", [])).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            raise BodyTooLarge(limit)
+        chunks, seen, deadline = [], 0, time.monotonic() + limit_s
+        while True:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
             except TimeoutError:
                 raise BodyTooSlow(limit_s) from None
-            seen += len(message.get("body", b""))
+            if message["type"] != "http.request":  # the client went away
+                raise HTTPException(400, "the client disconnected before its body was complete")
+            chunk = message.get("body", b"")
+            seen += len(chunk)
             if seen > limit:
                 raise BodyTooLarge(limit)
-            done = message["type"] != "http.request" or not message.get("more_body", False)
-            return message
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
-        return bounded
+
+def _replay(body: bytes, receive):
+    """``receive`` for the app: the body read already, in one message, then the real channel (disconnects)."""
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -26,9 +26,9 @@ class PredictRequest(BaseModel):
     state_dtype: Literal["float64", "float32"] = "float64"
     return_normalized: bool = False
     timeout_ms: int | None = Field(None, ge=1, le=3_600_000,
-                                   description="deadline from admission: 504 if the device has not started by "
-                                               "then (default GR00T_REQUEST_TIMEOUT_MS; never after device work "
-                                               "began)")
+                                   description="deadline from the request's arrival: 504 if the device has not "
+                                               "started by then (default GR00T_REQUEST_TIMEOUT_MS; never after "
+                                               "device work began)")
 
 
 class ImageReceipt(BaseModel):

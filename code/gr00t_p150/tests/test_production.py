@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from .conftest import with_config
 from .test_process import serve
 
 KEY = "test-key-0123456789abcdef"
@@ -79,15 +80,6 @@ def response_of(sock: socket.socket) -> tuple[int, dict]:
     return resp.status, json.loads(resp.read())
 
 
-def wait_for(predicate, limit_s: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def metrics_of(text: str) -> dict:
     """{(sample name, frozenset(labels)): value}, parsed by prometheus-client's own parser."""
     return {(s.name, frozenset(s.labels.items())): s.value
@@ -122,23 +114,17 @@ def test_auth_guards_every_route_but_health_and_the_key_is_never_shown(guarded, 
     assert KEY not in json.dumps(info) and KEY not in log.read_text()
 
 
-def test_a_full_queue_gets_429_with_retry_after_and_a_stalled_body_gets_408(guarded, request_body):
+def test_a_stalled_upload_gets_408_and_takes_no_place_in_the_queue(guarded, request_body):
     url, _ = guarded
     stalled = connect(url)
     stalled.sendall(head("/predict", 1000, f"Authorization: Bearer {KEY}\r\n") + b'{"images": ')
-    wait_for(lambda: call(url, "/health")[2]["queue_depth"] == 1, what="the stalled request to be admitted")
-    t0 = time.monotonic()
-    status, hdrs, answer = call(url, "/predict", request_body, AUTH)
-    assert status == 429 and time.monotonic() - t0 < 1.0, status
-    assert int(hdrs["retry-after"]) >= 1 and answer["error"]["retry_after_s"] == int(hdrs["retry-after"])
+    time.sleep(0.2)
+    status, _, answer = call(url, "/predict", request_body, AUTH)  # GR00T_MAX_QUEUE is 1 on this server
+    assert status == 200, answer
     data, took = read_until_closed(stalled, 10)
     assert data.startswith(b"HTTP/1.1 408 ") and b"GR00T_BODY_TIMEOUT_S" in data, data[:200]
     assert took < 5
-    wait_for(lambda: call(url, "/health")[2]["queue_depth"] == 0, what="the queue to empty")
-    assert call(url, "/predict", request_body, AUTH)[0] == 200
     m = metrics_of(call(url, "/metrics", headers=AUTH)[2])
-    assert m[("gr00t_admission_refused_total", frozenset({("reason", "queue_full")}))] >= 1
-    assert m[("gr00t_requests_total", frozenset({("route", "/predict"), ("status", "429")}))] >= 1
     assert m[("gr00t_requests_total", frozenset({("route", "/predict"), ("status", "408")}))] >= 1
 
 
@@ -187,16 +173,47 @@ def test_metrics_cover_requests_stages_queue_boot_and_model(guarded, request_bod
     assert again[("gr00t_requests_total", frozenset({("route", "other"), ("status", "404")}))] >= 1
 
 
-# ---- in-process: deadlines against the device thread, a lost backend --------------------------------
-def test_a_deadline_refuses_only_work_the_device_has_not_started(client, request_body, monkeypatch):
-    engine = client.app.state.engine
-    real_run = engine.backend.run
+# ---- in-process: a full queue, deadlines against the device thread, a lost backend -------------------
+@pytest.fixture
+def slow_device(monkeypatch):
+    """Make a server's device thread take 0.5 s longer per request."""
+    def slow(engine):
+        real_run = engine.backend.run
 
-    def slow_run(prepared):
-        time.sleep(0.5)
-        return real_run(prepared)
+        def slow_run(prepared):
+            time.sleep(0.5)
+            return real_run(prepared)
 
-    monkeypatch.setattr(engine.backend, "run", slow_run)
+        monkeypatch.setattr(engine.backend, "run", slow_run)
+    return slow
+
+
+def test_a_full_queue_gets_429_with_retry_after(server_config, request_body, slow_device):
+    from gr00t_p150.server.app import create_app
+
+    with TestClient(create_app(with_config(server_config, max_queue=1)), raise_server_exceptions=False) as c:
+        slow_device(c.app.state.engine)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(c.post, "/predict", json=request_body)
+            time.sleep(0.15)
+            assert c.get("/health").json()["queue_depth"] == 1
+            t0 = time.monotonic()
+            second = c.post("/predict", json=request_body)
+            refused_in = time.monotonic() - t0
+            assert first.result().status_code == 200
+        assert second.status_code == 429 and refused_in < 0.2, (second.status_code, refused_in)
+        assert int(second.headers["Retry-After"]) >= 1
+        assert second.json()["error"]["retry_after_s"] == int(second.headers["Retry-After"])
+        assert c.get("/health").json()["queue_depth"] == 0
+        assert c.post("/predict", json=request_body).status_code == 200  # a place is free again
+        m = metrics_of(c.get("/metrics").text)
+        assert m[("gr00t_admission_refused_total", frozenset({("reason", "queue_full")}))] == 1
+        assert m[("gr00t_requests_total", frozenset({("route", "/predict"), ("status", "429")}))] == 1
+        assert m[("gr00t_requests_total", frozenset({("route", "/predict"), ("status", "200")}))] == 2
+
+
+def test_a_deadline_refuses_only_work_the_device_has_not_started(client, request_body, slow_device):
+    slow_device(client.app.state.engine)
     body = {**request_body, "timeout_ms": 200}
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(client.post, "/predict", json=body)
@@ -232,6 +249,14 @@ def test_a_backend_failing_every_request_is_reported_lost(server_config, request
         assert c.post("/predict", json=request_body).status_code == 503
 
 
+def test_an_instruction_with_a_lone_surrogate_is_refused(client, request_body):
+    raw = json.dumps({**request_body, "instruction": "pick the pear"}).encode()
+    for invalid in (b"\xed\xbf\xbf", b"\\udfff"):  # raw bytes (Python's JSON decoder passes them) and an escape
+        r = client.post("/predict", content=raw.replace(b"the pear", b"the " + invalid),
+                        headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["field"] == "instruction", r.text
+
+
 def test_openapi_documents_400_not_422_and_every_refusal(client):
     schema = client.get("/openapi.json").json()
     codes = {code for path in schema["paths"].values() for op in path.values() for code in op["responses"]}
@@ -246,8 +271,8 @@ def test_sigterm_drains_the_request_in_flight_and_exits_0(server_env, request_bo
     proc, url = serve(server_env, log)
     body = json.dumps(request_body).encode()
     sock = connect(url)
-    sock.sendall(head("/predict", len(body)) + body[:100])  # in flight: admitted, its body half sent
-    wait_for(lambda: call(url, "/health")[2]["queue_depth"] == 1, what="the request to be admitted")
+    sock.sendall(head("/predict", len(body)) + body[:100])  # in flight: its head arrived, its body half sent
+    time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     assert proc.poll() is None, "exited before the request in flight was answered"
@@ -264,7 +289,7 @@ def test_a_second_sigterm_exits_at_once(server_env, tmp_path):
     proc, url = serve(server_env, log)
     sock = connect(url)
     sock.sendall(head("/predict", 1000) + b"{")  # a client that never finishes (GR00T_BODY_TIMEOUT_S is 30 s)
-    wait_for(lambda: call(url, "/health")[2]["queue_depth"] == 1, what="the request to be admitted")
+    time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
     time.sleep(1.0)
     assert proc.poll() is None, "the first SIGTERM must wait for the drain"
@@ -330,3 +355,17 @@ def test_no_input_makes_a_5xx(client, demo_request):
 
     check()
     assert seen.get(400, 0) > 100, seen  # the fuzz reached the validation, not just one refusal
+
+
+def test_the_key_setting_is_checked_and_never_shown():
+    from gr00t_p150.server.settings import SettingError, load_config
+
+    with pytest.raises(SettingError) as short:
+        load_config({"GR00T_VERSION": "n15", "GR00T_API_KEY": "hunter2"})
+    assert "hunter2" not in str(short.value)
+    with pytest.raises(SettingError, match="/health"):
+        load_config({"GR00T_VERSION": "n15", "GR00T_AUTH_ROUTES": "/predict,/health"})
+    c = load_config({"GR00T_VERSION": "n15", "GR00T_API_KEY": KEY, "GR00T_AUTH_ROUTES": "/predict, /metrics"})
+    assert c.api_key == KEY and c.auth_routes == ("/predict", "/metrics")
+    assert KEY not in repr(c) and KEY not in json.dumps(c.to_dict()) and c.to_dict()["auth"] == "bearer"
+    assert load_config({"GR00T_VERSION": "n15"}).to_dict()["auth"] == "open"

@@ -9,6 +9,7 @@ problem raises ``InputError`` naming the field and the rule.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ from .errors import InputError
 from .layouts import Layout
 from .preprocessing import check_side, decode_image
 from .prompts import check_instruction_length
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the model computes in float32: larger values overflow
@@ -112,6 +115,8 @@ def parse_observation(data: Any, layout: Layout) -> Observation:
     if not isinstance(instruction, str) or not instruction.strip():
         raise InputError("instruction", "must be a non-empty string")
     check_instruction_length(instruction, layout.max_text_tokens)  # before any image is decoded
+    if _SURROGATE.search(instruction):  # e.g. raw bytes ED BF BF, which Python's JSON decoder lets through
+        raise InputError("instruction", "contains a lone UTF-16 surrogate (U+D800-U+DFFF): not valid Unicode text")
     state = parse_state(data["state"], layout)
     images = parse_images(data["images"], layout)
     return Observation(images=images, state=state, instruction=instruction)
