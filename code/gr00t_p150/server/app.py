@@ -141,7 +141,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/health", responses={503: errors[503]})
     async def health(request: Request):
-        """Always open (no key). 200 while the backend serves; 503 before it is ready or once it is lost."""
+        """Always open (no key). 200 while the backend serves; 503 before it is ready, while it drains after
+        SIGTERM, and once it is lost."""
         engine = getattr(request.app.state, "engine", None)
         if engine is None or not engine.ready and not engine.lost:
             raise HTTPException(503, "model not ready")
@@ -151,7 +152,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
                 "weights_synthetic": bool(engine.weights and engine.weights.synthetic),
                 "queue_depth": admission.depth, "queue_limit": admission.limit,
                 "device_errors": engine.device_errors, "last_device_error": engine.last_device_error}
-        return JSONResponse(body, status_code=503 if engine.lost else 200)
+        return JSONResponse(body, status_code=503 if engine.lost or admission.draining else 200)
 
     @app.get("/metrics", response_class=Response)
     async def metrics():
