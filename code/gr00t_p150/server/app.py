@@ -80,7 +80,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         try:
             cfg = config or load_config()
             runtime.configure(cfg)
-            engine = Engine(cfg)
+            engine = Engine(cfg, on_device_error=runtime.metrics.device_errors.inc)
             app.state.engine = engine
             await engine.start()
             runtime.metrics.booted(engine)

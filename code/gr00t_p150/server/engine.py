@@ -19,9 +19,9 @@ from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
 
+from .admission import DeadlineExpired
 from .contract import contract, model_name
 from .demo import load_demo_request
-from .admission import DeadlineExpired
 from .errors import BootError, RequestRefused, as_request_refused, printable
 from .fidelity import Fidelity, gate, resolve_golden
 from .settings import ServerConfig
@@ -32,8 +32,9 @@ LOST_AFTER = 3  # consecutive unexpected device-thread errors after which the ba
 
 
 class Engine:
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, on_device_error=None):
         self.config = config
+        self._on_device_error = on_device_error  # e.g. the Prometheus counter's ``inc``
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gr00t-device")
         self.backend = None
         self.weights: WeightsInfo | None = None
@@ -209,6 +210,8 @@ class Engine:
     def _device_failed(self, exc: Exception) -> None:
         self.device_errors += 1
         self.consecutive_device_errors += 1
+        if self._on_device_error is not None:
+            self._on_device_error()
         first_line = str(exc).splitlines()[0] if str(exc) else ""
         self.last_device_error = {"type": type(exc).__name__, "message": printable(first_line),
                                   "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

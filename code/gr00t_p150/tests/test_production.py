@@ -247,6 +247,7 @@ def test_a_backend_failing_every_request_is_reported_lost(server_config, request
         assert h["last_device_error"]["type"] == "RuntimeError"
         assert h["last_device_error"]["message"] == "device stopped answering"
         assert c.post("/predict", json=request_body).status_code == 503
+        assert metrics_of(c.get("/metrics").text)[("gr00t_device_errors_total", frozenset())] == LOST_AFTER
 
 
 def test_an_instruction_with_a_lone_surrogate_is_refused(client, request_body):
