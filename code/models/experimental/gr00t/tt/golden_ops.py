@@ -31,7 +31,7 @@ import torch
 
 # The TT modules that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
 TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head",
-              "ttnn_gr00t_n15")
+              "ttnn_gr00t_n15", "ttnn_qwen3vl")
 
 
 class _HostDevice:
@@ -120,7 +120,8 @@ def golden_ttnn(precision: str = "fp32"):
 @contextlib.contextmanager
 def golden_execution(precision: str = "fp32"):
     """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
-    from . import ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t_n15, ttnn_qwen3, ttnn_siglip  # noqa: F401
+    from . import (ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t_n15, ttnn_qwen3,  # noqa: F401
+                   ttnn_qwen3vl, ttnn_siglip)
 
     shim = golden_ttnn(precision)
     modules = [sys.modules[f"{__package__}.{name}"] for name in TT_MODULES]

@@ -79,6 +79,11 @@ def gelu_tanh(x: ttnn.Tensor) -> ttnn.Tensor:
     return ttnn.gelu(x, variant=ttnn.GeluVariant.Tanh, memory_config=ttnn.DRAM_MEMORY_CONFIG)
 
 
+def gelu_exact(x: ttnn.Tensor) -> ttnn.Tensor:
+    """The erf GELU (``F.gelu`` default) the Qwen3-VL patch mergers use."""
+    return ttnn.gelu(x, variant=ttnn.GeluVariant.Accurate, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+
 def split_heads(x: ttnn.Tensor, heads: int, head_dim: int) -> ttnn.Tensor:
     """[1, S, H·hd] → [1, H, S, hd]."""
     s = x.shape[1]

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Qwen3-VL vision tower of GR00T N1.7 on TT-NN (twin of ``Qwen3VLVisionModel`` in
+``reference/torch_qwen3vl.py``).
+
+Static geometry: the images' patch grids are fixed when the module is built (DROID: 4 images of
+16×28 patches, 448 patches each), so everything that depends only on positions is computed once on the
+host: the position rows interpolated from the learned grid (a converted weight, see
+``weight_layout_n17``), the 2-D RoPE tables, and the attention mask that keeps every image to itself.
+
+Input: the processor's flattened patch rows [1, P, C·T·p·p] in merge order, so the Conv3d patch
+embedding is one matmul. Each of the ``depth`` blocks is pre-LN attention (fused QKV, 2-D RoPE as
+``x·cos + (x @ R)·sin``, SDPA with an additive block-diagonal mask) and a tanh-GELU MLP. After the blocks
+listed in ``deepstack_visual_indexes`` a DeepStack merger (shuffle 2×2 patches into one row, LayerNorm
+over the shuffled row, fc1, erf GELU, fc2) taps the stream; the final merger normalises each patch first.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import ttnn
+
+from ..common.configs import Qwen3VLVisionConfig
+from ..common.embeddings import vision_rope_cos_sin
+from .ttnn_common import NEG_INF, DeviceWeights, attend, gelu_exact, gelu_tanh, layer_norm, linear
+from .ttnn_qwen3 import rotate_half_matrix
+from .weight_layout import tile_up
+from .weight_layout_n17 import STATIC_POS, VISUAL
+
+
+def block_diagonal_mask(seq_lens: list[int]) -> torch.Tensor:
+    """Additive [P, P] mask: 0 within each image's own patches, −inf across images."""
+    n = sum(seq_lens)
+    mask = torch.full((n, n), NEG_INF)
+    start = 0
+    for length in seq_lens:
+        mask[start:start + length, start:start + length] = 0.0
+        start += length
+    return mask
+
+
+class TtQwen3VLVision:
+    def __init__(self, w: DeviceWeights, c: Qwen3VLVisionConfig, grids: list[list[int]], prefix: str = VISUAL):
+        self.w, self.c, self.p = w, c, prefix
+        self.patches = sum(t * h * ww for t, h, ww in grids)
+        hd, padded = c.head_dim, tile_up(c.head_dim)  # padded heads (tiny test configs) keep zeros in the padding
+        cos, sin = (F.pad(t, (0, padded - hd))
+                    for t in vision_rope_cos_sin(grids, hd, c.spatial_merge_size, torch.device("cpu")))
+        seq_lens = [h * ww for t, h, ww in grids for _ in range(t)]
+
+        def put(t):
+            return ttnn.from_torch(t[None, None], dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
+
+        self.cos, self.sin, self.rot = put(cos), put(sin), put(rotate_half_matrix(hd, padded))
+        self.mask = put(block_diagonal_mask(seq_lens))
+
+    def rope(self, x: ttnn.Tensor) -> ttnn.Tensor:
+        rotated = ttnn.matmul(x, self.rot, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                              compute_kernel_config=self.w.norm_config)
+        return ttnn.add(ttnn.mul(x, self.cos), ttnn.mul(rotated, self.sin))
+
+    def block(self, x: ttnn.Tensor, i: int) -> ttnn.Tensor:
+        w, c, p = self.w, self.c, f"{self.p}blocks.{i}."
+        h = layer_norm(w, x, p + "norm1", c.layer_norm_eps)
+        q, k, v = ttnn.transformer.split_query_key_value_and_split_heads(
+            linear(w, h, p + "attn.qkv"), num_heads=c.num_heads, transpose_key=False,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        o = attend(w, self.rope(q), self.rope(k), v, scale=c.head_dim**-0.5, mask=self.mask)
+        x = ttnn.add(x, linear(w, o, p + "attn.proj"))
+        h = layer_norm(w, x, p + "norm2", c.layer_norm_eps)
+        return ttnn.add(x, linear(w, gelu_tanh(linear(w, h, p + "mlp.linear_fc1")), p + "mlp.linear_fc2"))
+
+    def merger(self, x: ttnn.Tensor, p: str, *, postshuffle: bool) -> ttnn.Tensor:
+        """[1, P, D] → [1, P/merge², out]: ``merge²`` consecutive patches (merge order) become one row."""
+        c = self.c
+        shuffled = [1, self.patches // c.spatial_merge_size**2, c.hidden_size * c.spatial_merge_size**2]
+        if postshuffle:
+            x = layer_norm(self.w, ttnn.reshape(x, shuffled), p + "norm", c.layer_norm_eps)
+        else:
+            x = ttnn.reshape(layer_norm(self.w, x, p + "norm", c.layer_norm_eps), shuffled)
+        return linear(self.w, gelu_exact(linear(self.w, x, p + "linear_fc1")), p + "linear_fc2")
+
+    def __call__(self, patches: ttnn.Tensor, *, taps: dict | None = None) -> tuple[ttnn.Tensor, list[ttnn.Tensor]]:
+        """[1, P, C·T·p·p] patch rows → (image tokens [1, P/merge², out], one DeepStack feature of the same
+        shape per ``deepstack_visual_indexes`` entry)."""
+        w, c, p = self.w, self.c, self.p
+        x = ttnn.add(linear(w, patches, p + "patch_embed.proj"), w[p + STATIC_POS])
+        deepstack = []
+        for i in range(c.depth):
+            x = self.block(x, i)
+            if taps is not None and i == 0:
+                taps["vision_block_first"] = x
+            if i in c.deepstack_visual_indexes:
+                j = c.deepstack_visual_indexes.index(i)
+                deepstack.append(self.merger(x, f"{p}deepstack_merger_list.{j}.", postshuffle=True))
+        return self.merger(x, p + "merger.", postshuffle=False), deepstack

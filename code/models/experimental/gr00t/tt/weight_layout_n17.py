@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: Apache-2.0
+"""N1.7 checkpoint tensors → the tensors the N1.7 TT-NN modules consume (pure torch, no ttnn, no device).
+
+The same exact rewrites as ``weight_layout.py`` (transposed linears, [1, D] rows, fused head-padded
+attention), applied to the Qwen3-VL vision tower, plus two load-time rewrites for its static geometry:
+- the checkpoint already fuses ``attn.qkv`` as [Q | K | V] blocks with heads-major columns, which is the
+  order ``split_query_key_value_and_split_heads`` reads; only heads whose width is not a tile multiple
+  (tiny test configs) are zero-padded;
+- the Conv3d patch embedding (kernel = stride = one whole patch) is the matmul [C·T·p·p, D] over the
+  processor's flattened patch rows;
+- the learned 48×48 position grid is interpolated once to the static image grids
+  (``common.embeddings.vision_position_embedding``): ``pos_embed.static`` [P, D] is what gets added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+
+from ..common.configs import Qwen3VLVisionConfig
+from ..common.embeddings import vision_position_embedding
+from .weight_layout import TILE, _attention, linear_t, row
+
+VISUAL = "backbone.model.model.visual."
+STATIC_POS = "pos_embed.static"  # the interpolated position rows of the static grids (not a checkpoint name)
+
+
+def vision_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: Qwen3VLVisionConfig,
+                          grids: list[list[int]], prefix: str = VISUAL) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """(name, tensor, "tile") for every vision-tower tensor the TT module reads, from the fp32 loader over
+    the checkpoint's ``names`` (those outside ``prefix`` are ignored)."""
+    for width, what in ((c.hidden_size, "hidden_size"), (c.intermediate_size, "intermediate_size"),
+                        (c.out_hidden_size, "out_hidden_size"), (c.patch_dim, "patch_dim")):
+        if width % TILE:
+            raise ValueError(f"Qwen3-VL vision {what}={width} is not a multiple of the {TILE}-wide tile")
+    hd, fused = c.head_dim, set()
+    for i in range(c.depth):
+        p = f"{prefix}blocks.{i}.attn."
+        fused.update(p + n for n in ("qkv.weight", "qkv.bias", "proj.weight", "proj.bias"))
+        split = dict(zip((p + "q.weight", p + "k.weight", p + "v.weight"), load(p + "qkv.weight").chunk(3)))
+        split.update(zip((p + "q.bias", p + "k.bias", p + "v.bias"), load(p + "qkv.bias").chunk(3)))
+        yield from _attention(lambda n, split=split: split[n] if n in split else load(n), p, "proj", ("q", "k", "v"),
+                              c.num_heads, c.num_heads, hd, bias=True)
+    for name in names:
+        if not name.startswith(prefix) or name in fused:
+            continue
+        w = load(name)
+        if name == prefix + "patch_embed.proj.weight":  # Conv3d [D, C, T, p, p] → [C·T·p·p, D]
+            yield name, linear_t(w.reshape(w.shape[0], -1)), "tile"
+        elif name == prefix + "pos_embed.weight":
+            yield prefix + STATIC_POS, vision_position_embedding(w, grids, c.spatial_merge_size), "tile"
+        elif w.ndim == 2:
+            yield name, linear_t(w), "tile"
+        elif w.ndim == 1:
+            yield name, row(w), "tile"
+        else:
+            raise ValueError(f"{name}: no TT layout rule for a {w.ndim}-D tensor")
