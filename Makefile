@@ -43,7 +43,7 @@ lint: $(STAMP)
 # The full-size N1.5 model through every TT module on the mock P150 (≈7 GB synthetic checkpoint
 # generated into a temporary GR00T_CACHE, converted, run; ~2.5 min, ~7 GB RAM). CI runs it after `test`.
 test-tt-full: $(STAMP)
-	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n17.py $(PYTEST_ARGS)
 
 # Boot the server on synthetic:tiny weights, smoke-test and benchmark it, stop it.
 # Variants: make demo DEMO_WEIGHTS=synthetic:full DEMO_N=10

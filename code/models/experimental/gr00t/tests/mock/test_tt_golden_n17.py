@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.experimental.gr00t.common.configs import Qwen3VLVisionConfig
+from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
 from models.experimental.gr00t.common.quality import max_abs_diff
 
 from ..conftest import randomize_
@@ -20,8 +20,7 @@ from ..conftest import randomize_
 pytestmark = pytest.mark.mock
 
 DROID_GRIDS = [[1, 16, 28]] * 4  # 2 cameras × 2 frames, each a 256×448 frame
-TINY = Qwen3VLVisionConfig(depth=4, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
-                           deepstack_visual_indexes=(1, 2, 3))  # head_dim 16: padded to 32 on the device
+TINY = Gr00tN17Config.tiny().backbone.vision  # head_dim 16: padded to 32 on the device
 
 
 @pytest.fixture(scope="module")
