@@ -8,6 +8,8 @@ import math
 
 import torch
 
+from .configs import Qwen3VLConfig, Qwen3VLTextConfig
+
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-interleaved ("rotate half") RoPE tables [S, head_dim] for integer positions [S]."""
@@ -92,3 +94,57 @@ def vision_rope_cos_sin(grid_thw: list[list[int]], head_dim: int, merge: int,
     freqs = torch.cat((rows[:, None] * inv_freq, cols[:, None] * inv_freq), dim=-1)  # [N, head_dim/2]
     emb = torch.cat((freqs, freqs), dim=-1)  # [N, head_dim]
     return emb.cos(), emb.sin()
+
+
+# ---- Qwen3-VL text decoder (N1.7): 3-axis M-RoPE ---------------------------------------------------
+def rope_index(input_ids: torch.Tensor, image_grid_thw: torch.Tensor, config: Qwen3VLConfig) -> torch.Tensor:
+    """3-axis M-RoPE position ids [3, 1, S] (T, H, W) for a batch-1, unpadded, images-only prompt
+    (HF ``Qwen3VLModel.get_rope_index``). Text advances all axes together; a run of image tokens
+    for merged grid (t, h, w) starting at ``p`` gets ``(p + ti, p + r, p + c)`` in raster order, and
+    the next token continues at ``p + max(h, w)``."""
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"rope_index takes input_ids [1, S], got {tuple(input_ids.shape)}")
+    ids, dev, m = input_ids[0].tolist(), input_ids.device, config.vision.spatial_merge_size
+    grids = [[int(v) for v in g] for g in image_grid_thw.tolist()]
+    chunks, pos, i, k = [], 0, 0, 0
+    while i < len(ids):
+        is_image = ids[i] == config.image_token_id
+        j = i
+        while j < len(ids) and (ids[j] == config.image_token_id) == is_image:
+            j += 1
+        if not is_image:
+            chunks.append(torch.arange(pos, pos + j - i, device=dev).expand(3, -1))
+            pos += j - i
+        else:
+            if k == len(grids):
+                raise ValueError(f"prompt has more image-token runs than the {len(grids)} images given")
+            t, h, w = grids[k][0], grids[k][1] // m, grids[k][2] // m
+            if j - i != t * h * w:
+                raise ValueError(f"image {k}: {j - i} image tokens in the prompt, grid {grids[k]} gives {t * h * w}")
+            tt = torch.arange(t, device=dev).repeat_interleave(h * w)
+            hh = torch.arange(h, device=dev).repeat_interleave(w).repeat(t)
+            ww = torch.arange(w, device=dev).repeat(h * t)
+            chunks.append(torch.stack((tt, hh, ww)) + pos)
+            pos += max(h, w)
+            k += 1
+        i = j
+    if k != len(grids):
+        raise ValueError(f"prompt has {k} image-token runs but {len(grids)} images were given")
+    return torch.cat(chunks, dim=1).view(3, 1, -1)
+
+
+def mrope_cos_sin(position_ids: torch.Tensor, c: Qwen3VLTextConfig,
+                  dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Interleaved M-RoPE tables [B, S, head_dim] from position ids [3, B, S]. Frequency j takes its
+    position from H when ``j % 3 == 1`` and W when ``j % 3 == 2`` within the first ``3·section``
+    frequencies of that axis, otherwise from T. Computed in fp32, cast to the activation dtype."""
+    hd = c.head_dim
+    exponent = torch.arange(0, hd, 2, dtype=torch.int64, device=position_ids.device).float() / hd
+    inv_freq = 1.0 / (c.rope_theta ** exponent)  # [hd/2]
+    freqs = position_ids[..., None].float() * inv_freq  # [3, B, S, hd/2]
+    f = freqs[0].clone()
+    for axis in (1, 2):  # H, W
+        sl = slice(axis, 3 * c.mrope_section[axis], 3)
+        f[..., sl] = freqs[axis, ..., sl]
+    emb = torch.cat((f, f), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from ..common.embeddings import mrope_cos_sin, rope_index, vision_position_embedding, vision_rope_cos_sin
 from ..common.policy import PreparedInputs
-from ..common.embeddings import vision_position_embedding, vision_rope_cos_sin
-from ..reference.torch_qwen3vl import mrope_cos_sin, rope_index
 from .fast_policy import FastPolicy, StaticBuffers, padded_length, qwen3_layer
 
 

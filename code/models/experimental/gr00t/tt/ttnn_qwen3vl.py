@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Qwen3-VL vision tower of GR00T N1.7 on TT-NN (twin of ``Qwen3VLVisionModel`` in
+"""Qwen3-VL backbone of GR00T N1.7 on TT-NN (twins of ``Qwen3VLVisionModel`` and ``Qwen3VLTextModel`` in
 ``reference/torch_qwen3vl.py``).
 
 Static geometry: the images' patch grids are fixed when the module is built (DROID: 4 images of
@@ -12,6 +12,12 @@ embedding is one matmul. Each of the ``depth`` blocks is pre-LN attention (fused
 ``x·cos + (x @ R)·sin``, SDPA with an additive block-diagonal mask) and a tanh-GELU MLP. After the blocks
 listed in ``deepstack_visual_indexes`` a DeepStack merger (shuffle 2×2 patches into one row, LayerNorm
 over the shuffled row, fc1, erf GELU, fc2) taps the stream; the final merger normalises each patch first.
+
+The text decoder is the Qwen3 layer of the N1.5 port (``TtQwen3.layer``) with other RoPE tables: the
+static DROID prompt fixes every position id (images first, at fixed offsets; text after), so the
+interleaved 3-axis M-RoPE cos/sin are computed once for the padded sequence. DeepStack features are added
+after the first layers at the image rows, as one matmul with a 0/1 placement matrix [S, N_image] (one 1 per
+image row: an exact scatter). The feature is the raw output of the last kept layer (no final norm).
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ import torch
 import torch.nn.functional as F
 import ttnn
 
-from ..common.configs import Qwen3VLVisionConfig
-from ..common.embeddings import vision_rope_cos_sin
+from ..common.configs import Qwen3VLTextConfig, Qwen3VLVisionConfig
+from ..common.embeddings import mrope_cos_sin, vision_rope_cos_sin
 from .ttnn_common import NEG_INF, DeviceWeights, attend, gelu_exact, gelu_tanh, layer_norm, linear
-from .ttnn_qwen3 import rotate_half_matrix
+from .ttnn_qwen3 import TtQwen3, rotate_half_matrix
 from .weight_layout import tile_up
-from .weight_layout_n17 import STATIC_POS, VISUAL
+from .weight_layout_n17 import STATIC_POS, TEXT, VISUAL
 
 
 def block_diagonal_mask(seq_lens: list[int]) -> torch.Tensor:
@@ -94,3 +100,34 @@ class TtQwen3VLVision:
                 j = c.deepstack_visual_indexes.index(i)
                 deepstack.append(self.merger(x, f"{p}deepstack_merger_list.{j}.", postshuffle=True))
         return self.merger(x, p + "merger.", postshuffle=False), deepstack
+
+
+class TtQwen3VLText(TtQwen3):
+    """The first ``num_layers`` Qwen3-VL text layers over a padded static sequence."""
+
+    def __init__(self, w: DeviceWeights, c: Qwen3VLTextConfig, num_layers: int, position_ids: torch.Tensor,
+                 image_rows: list[int], prefix: str = TEXT):
+        """``position_ids`` [3, S_pad] (T, H, W) of the padded prompt; ``image_rows``: the prompt rows that
+        hold image tokens, in the order of the vision tower's tokens."""
+        self.w, self.c, self.n, self.p = w, c, num_layers, prefix
+        hd, padded = c.head_dim, tile_up(c.head_dim)
+        cos, sin = (F.pad(t[0], (0, padded - hd)) for t in mrope_cos_sin(position_ids[:, None, :], c, torch.float32))
+        placement = torch.zeros(position_ids.shape[1], len(image_rows))
+        placement[torch.tensor(image_rows), torch.arange(len(image_rows))] = 1.0
+
+        def put(t):
+            return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
+
+        self.cos, self.sin = put(cos[None, None]), put(sin[None, None])
+        self.rot, self.placement = put(rotate_half_matrix(hd, padded)[None, None]), put(placement[None])
+
+    def __call__(self, embeds: ttnn.Tensor, deepstack: list[ttnn.Tensor]) -> ttnn.Tensor:
+        """[1, S_pad, D] embeddings, DeepStack features [1, N_image, D] → last kept layer's output [1, S_pad, D]."""
+        x = embeds
+        for i in range(self.n):
+            x = self.layer(x, i)
+            if i < len(deepstack):
+                placed = ttnn.matmul(self.placement, deepstack[i], memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                                     compute_kernel_config=self.w.norm_config)
+                x = ttnn.add(x, placed)
+        return x

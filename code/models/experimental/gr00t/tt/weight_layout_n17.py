@@ -10,6 +10,10 @@ attention), applied to the Qwen3-VL vision tower, plus two load-time rewrites fo
   processor's flattened patch rows;
 - the learned 48×48 position grid is interpolated once to the static image grids
   (``common.embeddings.vision_position_embedding``): ``pos_embed.static`` [P, D] is what gets added.
+
+The Qwen3 text decoder's layers get the N1.5 rules (``weight_layout.device_tensors``): fused Q/K/V for
+grouped-query attention, per-head q/k RMSNorm with the padding compensation, a row-major embedding table.
+Its final ``norm`` is in the checkpoint but never applied by GR00T N1.7, so it is not converted.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..common.configs import Qwen3VLVisionConfig
+from ..common.configs import Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import vision_position_embedding
-from .weight_layout import TILE, _attention, linear_t, row
+from .weight_layout import TILE, _attention, linear_t, row, tile_up
 
 VISUAL = "backbone.model.model.visual."
+TEXT = "backbone.model.model.language_model."
 STATIC_POS = "pos_embed.static"  # the interpolated position rows of the static grids (not a checkpoint name)
 
 
@@ -56,3 +61,27 @@ def vision_device_tensors(load: Callable[[str], torch.Tensor], names: list[str],
             yield name, row(w), "tile"
         else:
             raise ValueError(f"{name}: no TT layout rule for a {w.ndim}-D tensor")
+
+
+def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: Qwen3VLTextConfig,
+                        num_layers: int, prefix: str = TEXT) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """(name, tensor, "tile" | "row_major") for the first ``num_layers`` text layers and the embedding table."""
+    hd, fused = c.head_dim, set()
+    qk_norm_scale = (tile_up(hd) / hd) ** 0.5  # see weight_layout.device_tensors: 1 for real 128-wide heads
+    kept = tuple(f"{prefix}layers.{i}." for i in range(num_layers))
+    for p in (k + "self_attn." for k in kept):
+        fused.update(p + n + ".weight" for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
+        yield from _attention(load, p, "o_proj", ("q_proj", "k_proj", "v_proj"), c.num_attention_heads,
+                              c.num_key_value_heads, hd, bias=False, qk_scale=(qk_norm_scale, qk_norm_scale, 1.0))
+    for name in names:
+        if not name.startswith(kept) and name != prefix + "embed_tokens.weight" or name in fused:
+            continue
+        w = load(name)
+        if name == prefix + "embed_tokens.weight":
+            yield name, w, "row_major"  # ttnn.embedding reads a row-major table
+        elif name.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")):
+            yield name, row(w / qk_norm_scale, tile_up(hd) - hd), "tile"
+        elif w.ndim == 2:
+            yield name, linear_t(w), "tile"
+        else:
+            yield name, row(w), "tile"

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The N1.7 Qwen3-VL vision tower's TT data flow against the fp32 reference, without a card: the
-unchanged TT module (``tt/ttnn_qwen3vl.py``) runs with every ttnn op replaced by its golden function
-(``tt/golden_ops.py``) on the DROID static geometry (4 images × 16×28 patches), with small widths.
+"""The N1.7 Qwen3-VL backbone's TT data flow against the fp32 reference, without a card: the unchanged
+TT modules (``tt/ttnn_qwen3vl.py``) run with every ttnn op replaced by its golden function
+(``tt/golden_ops.py``) on the DROID static geometry (4 images × 16×28 patches, a prompt padded to 512),
+with small widths.
 
-It must reproduce ``reference/torch_qwen3vl.Qwen3VLVisionModel`` (itself tested against transformers) on
-the merged image tokens and every DeepStack feature; two negative controls (attention across images,
-RoPE switched off) show the comparison has teeth."""
+They must reproduce ``reference/torch_qwen3vl`` (itself tested against transformers): the vision tower on
+the merged image tokens and every DeepStack feature, the text decoder on the backbone feature. Negative
+controls (attention across images, RoPE switched off, M-RoPE's H/W sections replaced by T) show the
+comparison has teeth."""
 
 from __future__ import annotations
 
@@ -16,11 +18,16 @@ from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
 from models.experimental.gr00t.common.quality import max_abs_diff
 
 from ..conftest import randomize_
+from ..host.test_torch_qwen3vl import droid_prompt
 
 pytestmark = pytest.mark.mock
 
 DROID_GRIDS = [[1, 16, 28]] * 4  # 2 cameras × 2 frames, each a 256×448 frame
-TINY = Gr00tN17Config.tiny().backbone.vision  # head_dim 16: padded to 32 on the device
+BACKBONE = Gr00tN17Config.tiny().backbone
+TINY = BACKBONE.vision  # head_dim 16: padded to 32 on the device
+S_PAD = 512  # the DROID prompt's static length on the device
+PAD_TOKEN_ID = 151643  # <|endoftext|>
+INSTRUCTION_IDS = [3735, 279, 1896, 323, 2182, 432, 304, 279, 14024]
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +119,106 @@ def test_the_vision_tower_runs_on_the_mock_p150(mock_device, vision_reference):
     n_mergers = 1 + len(TINY.deepstack_visual_indexes)
     assert calls.count("ttnn.layer_norm") == 2 * TINY.depth + n_mergers
     assert weights.used == set(weights.names())
+
+
+@pytest.fixture(scope="module")
+def text_reference():
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLTextModel
+
+    c = BACKBONE.text
+    model = randomize_(Qwen3VLTextModel(c, BACKBONE.select_layer), seed=5).eval()
+    ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
+    g = torch.Generator().manual_seed(6)
+    embeds = torch.randn(1, ids.shape[1], c.hidden_size, generator=g)
+    deepstack = [torch.randn(448, c.hidden_size, generator=g) for _ in TINY.deepstack_visual_indexes]
+    image_mask = ids == BACKBONE.image_token_id
+    with torch.no_grad():
+        want = model(embeds, rope_index(ids, torch.tensor(DROID_GRIDS), BACKBONE), image_mask, deepstack)
+    return model.state_dict(), ids, embeds, deepstack, want
+
+
+def run_text_golden(state, ids, embeds, deepstack, mutate=None):
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLText
+    from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors
+
+    c, s = BACKBONE.text, ids.shape[1]
+    padded = torch.cat([ids, torch.full((1, S_PAD - s), PAD_TOKEN_ID)], dim=1)
+    position_ids = rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0]  # [3, S_pad]
+    image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
+    with golden_execution("fp32") as shim:
+        tensors = {name: shim.from_torch(t) for name, t, _ in
+                   text_device_tensors(lambda n: state[n], list(state), c, BACKBONE.select_layer, prefix="")}
+        weights = DeviceWeights(HOST_DEVICE, tensors)
+        module = TtQwen3VLText(weights, c, BACKBONE.select_layer, position_ids, image_rows, prefix="")
+        if mutate:
+            mutate(module, position_ids)
+        x = torch.cat([embeds, torch.zeros(1, S_PAD - s, c.hidden_size)], dim=1)
+        out = module(shim.from_torch(x), [shim.from_torch(d[None]) for d in deepstack])
+    return out[0, :s], weights
+
+
+def test_the_text_decoder_data_flow_equals_the_fp32_reference(mock_device, text_reference):
+    state, ids, embeds, deepstack, want = text_reference
+    got, weights = run_text_golden(state, ids, embeds, deepstack)
+    d = max_abs_diff(got.numpy(), want[0].numpy())
+    print(f"golden N1.7 text decoder vs fp32 reference ({ids.shape[1]} of {S_PAD} rows), max |d|: {d:.1e}")
+    assert d < 1e-5
+    # every converted tensor is read but the embedding table (the splice reads it), and the final norm is not converted
+    assert weights.used == set(weights.names()) - {"embed_tokens.weight"}
+    assert not any(name.startswith("norm.") for name in weights.names())
+
+
+def test_a_broken_mrope_section_would_be_caught(mock_device, text_reference):
+    from models.experimental.gr00t.common.embeddings import mrope_cos_sin
+
+    state, ids, embeds, deepstack, want = text_reference
+
+    def plain_rope(module, position_ids):  # every frequency from the T axis: H/W sections lost
+        pad = 32 - BACKBONE.text.head_dim  # the tiny heads are padded to one tile
+        cos, sin = (torch.nn.functional.pad(t, (0, pad))
+                    for t in mrope_cos_sin(position_ids[[0, 0, 0], None, :], BACKBONE.text, torch.float32))
+        module.cos, module.sin = cos[None], sin[None]
+
+    got, _ = run_text_golden(state, ids, embeds, deepstack, plain_rope)
+    assert max_abs_diff(got.numpy(), want[0].numpy()) > 1e-2
+
+
+def test_the_text_decoder_runs_on_the_mock_p150(mock_device, text_reference):
+    """The text decoder through the device stack at tiny size: the padded static shape out, one SDPA per
+    layer, one placement matmul per DeepStack feature, every layer weight read, no program rebuilt."""
+    import ttnn
+
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLText
+    from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors
+
+    state, ids, embeds, deepstack, _ = text_reference
+    c = BACKBONE.text
+    padded = torch.cat([ids, torch.full((1, S_PAD - ids.shape[1]), PAD_TOKEN_ID)], dim=1)
+    image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
+
+    def put(t, layout=ttnn.TILE_LAYOUT):
+        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=layout, device=mock_device,
+                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    weights = DeviceWeights(mock_device, {
+        name: put(t, ttnn.ROW_MAJOR_LAYOUT if kind == "row_major" else ttnn.TILE_LAYOUT) for name, t, kind in
+        text_device_tensors(lambda n: state[n], list(state), c, BACKBONE.select_layer, prefix="")})
+    module = TtQwen3VLText(weights, c, BACKBONE.select_layer,
+                           rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0], image_rows, prefix="")
+    x = put(torch.zeros(1, S_PAD, c.hidden_size))
+    feats = [put(d[None]) for d in deepstack]
+    module(x, feats)
+    before = mock_device.num_program_cache_entries()
+    ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+    out = module(x, feats)
+    calls = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
+    assert mock_device.num_program_cache_entries() == before
+    assert list(out.shape) == [1, S_PAD, c.hidden_size]
+    assert calls.count("ttnn.transformer.scaled_dot_product_attention") == BACKBONE.select_layer
+    assert weights.used == set(weights.names()) - {"embed_tokens.weight"}
