@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The full-size N1.7 TT modules on the mock P150 (``make test-tt-full``; CI runs it). So far: the
-Qwen3-VL vision tower (24 blocks of 1024, 16 heads of 64, DROID's 4 × 448 patches).
+Qwen3-VL vision tower (24 blocks of 1024, 16 heads of 64, DROID's 4 × 448 patches) and the text decoder
+(16 kept layers of 2048, 16 query / 8 key-value heads of 128, the 512-row DROID prompt).
 
 Real widths mean real program configs, L1/circular-buffer budgets and DRAM allocations; the mock
-validates them and computes nothing. The weights are a randomly initialised reference tower (its
-parameter names are the checkpoint's, as the reference's strict-loading tests show), ≈0.4 B parameters."""
+validates them and computes nothing. The weights come from the reference modules (their parameter names
+are the checkpoint's, as the reference's strict-loading tests show): a randomly initialised vision tower
+(≈0.4 B parameters), and zeros in the text layers' shapes (≈0.8 B; the values do not matter to the mock)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
 pytestmark = [pytest.mark.mock, pytest.mark.slow]
 
 DROID_GRIDS = [[1, 16, 28]] * 4
+S_PAD = 512
 
 
 def test_full_size_vision_tower_runs_on_the_mock_p150(mock_device):
@@ -44,9 +47,52 @@ def test_full_size_vision_tower_runs_on_the_mock_p150(mock_device):
     tokens, deepstack = module(x)
     before = mock_device.num_program_cache_entries()
     module(x)
-    print(f"full-size N1.7 vision tower on the mock P150: {before} programs, "
+    print(f"full-size N1.7 vision tower on the mock P150: {before} programs in the cache, "
           f"{time.perf_counter() - t0:.1f} s with weight upload")
     assert mock_device.num_program_cache_entries() == before  # a second forward builds nothing
     assert list(tokens.shape) == [1, 448, c.out_hidden_size]
     assert [list(d.shape) for d in deepstack] == [[1, 448, c.out_hidden_size]] * len(c.deepstack_visual_indexes)
+    assert weights.used == set(weights.names())
+
+
+def test_full_size_text_decoder_runs_on_the_mock_p150(mock_device):
+    import ttnn
+
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLTextModel
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLText
+    from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors
+
+    from ..host.test_torch_qwen3vl import droid_prompt
+    from .test_tt_golden_n17 import INSTRUCTION_IDS, PAD_TOKEN_ID
+
+    backbone = Gr00tN17Config.full().backbone
+    c, layers = backbone.text, backbone.select_layer
+    t0 = time.perf_counter()
+    with torch.device("meta"):
+        shapes = {n: p.shape for n, p in Qwen3VLTextModel(c, layers).state_dict().items()
+                  if n != "embed_tokens.weight"}  # the splice reads the table, not this module
+
+    def put(t):
+        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
+                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
+                                          text_device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), c,
+                                                              layers, prefix="")})
+    ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
+    padded = torch.cat([ids, torch.full((1, S_PAD - ids.shape[1]), PAD_TOKEN_ID)], dim=1)
+    image_rows = torch.nonzero(padded[0] == backbone.image_token_id).flatten().tolist()
+    module = TtQwen3VLText(weights, c, layers, rope_index(padded, torch.tensor(DROID_GRIDS), backbone)[:, 0],
+                           image_rows, prefix="")
+    x = put(torch.zeros(1, S_PAD, c.hidden_size))
+    feats = [put(torch.zeros(1, len(image_rows), c.hidden_size)) for _ in range(3)]
+    module(x, feats)
+    before = mock_device.num_program_cache_entries()
+    out = module(x, feats)
+    print(f"full-size N1.7 text decoder on the mock P150: {before} programs in the cache, "
+          f"{time.perf_counter() - t0:.1f} s with weight upload")
+    assert mock_device.num_program_cache_entries() == before
+    assert list(out.shape) == [1, S_PAD, c.hidden_size] and len(image_rows) == 448
     assert weights.used == set(weights.names())
