@@ -9,6 +9,10 @@ the VL tokens (their K/V are computed once per request by ``cross_kv``, not once
 odd blocks to the 64 rows with the 15 padding rows masked as keys. The AdaLN modulation and the
 output layer's shift/scale depend only on the timestep bucket, so ``modulation`` computes them once
 at load for the 4 buckets; each step reads them.
+
+N1.7's AlternateVLDiT is the same module: its cross-attention blocks alternate between the text and the
+image tokens (``DiTConfig.cross_keys``), which is one K/V per block over all VL tokens and one of two
+additive key masks.
 """
 
 from __future__ import annotations
@@ -51,8 +55,6 @@ class Modulation:
 
 class TtDiT:
     def __init__(self, w: DeviceWeights, c: DiTConfig, prefix: str = DIT):
-        if c.attend_text_every_n_blocks:
-            raise NotImplementedError("the TT port serves N1.5; N1.7's text/image-alternating DiT is not ported")
         self.w, self.c, self.p = w, c, prefix
         self.padded_head_dim = tile_up(c.attention_head_dim)
 
@@ -90,9 +92,10 @@ class TtDiT:
             out.append((k, v))
         return out
 
-    def __call__(self, x: ttnn.Tensor, mod: Modulation, kv: list, cross_mask: ttnn.Tensor,
+    def __call__(self, x: ttnn.Tensor, mod: Modulation, kv: list, cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor],
                  self_mask: ttnn.Tensor) -> ttnn.Tensor:
-        """Tokens [1, T_pad, D] → [1, T_pad, output_dim]."""
+        """Tokens [1, T_pad, D] → [1, T_pad, output_dim]. ``cross_mask``: one additive [1, 1, T_pad, S_pad] mask
+        for every cross block (N1.5), or {"text": …, "image": …} picked per block by ``cross_keys`` (N1.7)."""
         w, c = self.w, self.c
         for i in range(c.num_layers):
             p = f"{self.p}transformer_blocks.{i}."
@@ -101,8 +104,8 @@ class TtDiT:
             if c.cross_attends(i):
                 q = split_heads(linear(w, n, p + "attn1.q"), c.num_attention_heads, self.padded_head_dim)
                 k, v = kv[i]
-                o = linear(w, attend(w, q, k, v, scale=c.attention_head_dim**-0.5, mask=cross_mask),
-                           p + "attn1.to_out.0")
+                mask = cross_mask[c.cross_keys(i)] if isinstance(cross_mask, dict) else cross_mask
+                o = linear(w, attend(w, q, k, v, scale=c.attention_head_dim**-0.5, mask=mask), p + "attn1.to_out.0")
             else:
                 o = fused_self_attention(w, n, p + "attn1.", "to_out.0", c.num_attention_heads, c.attention_head_dim,
                                          bias=True, mask=self_mask)

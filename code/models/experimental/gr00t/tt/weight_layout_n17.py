@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..common.configs import Qwen3VLTextConfig, Qwen3VLVisionConfig
+from ..common.configs import DiTConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import vision_position_embedding
-from .weight_layout import TILE, _attention, linear_t, row, tile_up
+from .weight_layout import DIT, TILE, _attention, linear_t, row, tile_up
 
 VISUAL = "backbone.model.model.visual."
 TEXT = "backbone.model.model.language_model."
@@ -85,3 +85,20 @@ def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
             yield name, linear_t(w), "tile"
         else:
             yield name, row(w), "tile"
+
+
+def dit_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: DiTConfig,
+                       prefix: str = DIT) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """The AlternateVLDiT's tensors: the N1.5 DiT rules (fused, head-padded ``qkv`` in self-attention blocks,
+    ``q`` + ``kv`` in cross-attention ones, generic linears and rows for the rest)."""
+    fused = set()
+    for i in range(c.num_layers):
+        p = f"{prefix}transformer_blocks.{i}.attn1."
+        fused.update(p + n + s for n in ("to_q", "to_k", "to_v", "to_out.0") for s in (".weight", ".bias"))
+        yield from _attention(load, p, "to_out.0", ("to_q", "to_k", "to_v"), c.num_attention_heads,
+                              c.num_attention_heads, c.attention_head_dim, bias=True, cross=c.cross_attends(i))
+    for name in names:
+        if not name.startswith(prefix) or name in fused:
+            continue
+        w = load(name)
+        yield name, linear_t(w) if w.ndim == 2 else row(w), "tile"

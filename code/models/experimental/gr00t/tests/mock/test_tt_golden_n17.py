@@ -222,3 +222,65 @@ def test_the_text_decoder_runs_on_the_mock_p150(mock_device, text_reference):
     assert list(out.shape) == [1, S_PAD, c.hidden_size]
     assert calls.count("ttnn.transformer.scaled_dot_product_attention") == BACKBONE.select_layer
     assert weights.used == set(weights.names()) - {"embed_tokens.weight"}
+
+
+# ---- the AlternateVLDiT: cross blocks alternate between text-only and image-only keys ---------------
+DIT = Gr00tN17Config.tiny().action_head.dit  # 8 blocks, text every 2nd cross block, heads 16 → 32
+T_REAL, T_PAD, BUCKET = 41, 64, 750  # 1 state token + 40 action tokens, padded to tile rows
+
+
+@pytest.fixture(scope="module")
+def dit_reference():
+    from models.experimental.gr00t.reference.torch_dit import DiT
+
+    model = randomize_(DiT(DIT), seed=8).eval()
+    ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
+    image = ids == BACKBONE.image_token_id
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(1, T_REAL, DIT.inner_dim, generator=g)
+    context = torch.randn(1, ids.shape[1], DIT.cross_attention_dim, generator=g)
+    with torch.no_grad():
+        want = model(x, context, torch.tensor([BUCKET]), {"text": ~image, "image": image})
+    return model.state_dict(), image[0], x, context, want
+
+
+def run_dit_golden(state, image, x, context, swap_masks=False):
+    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.ttnn_common import NEG_INF, DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_dit import TtDiT
+    from models.experimental.gr00t.tt.weight_layout_n17 import dit_device_tensors
+
+    s = image.shape[0]
+    keys = {"image": torch.zeros(S_PAD, dtype=torch.bool), "text": torch.zeros(S_PAD, dtype=torch.bool)}
+    keys["image"][:s], keys["text"][:s] = image, ~image  # padded prompt rows are neither
+    masks = {k: torch.where(v, 0.0, NEG_INF).expand(1, 1, T_PAD, S_PAD).contiguous() for k, v in keys.items()}
+    if swap_masks:
+        masks = {"text": masks["image"], "image": masks["text"]}
+    self_mask = torch.zeros(1, 1, T_PAD, T_PAD)
+    self_mask[..., T_REAL:] = NEG_INF
+    with golden_execution("fp32") as shim:
+        tensors = {name: shim.from_torch(t) for name, t, _ in dit_device_tensors(lambda n: state[n], list(state), DIT,
+                                                                                  prefix="")}
+        weights = DeviceWeights(HOST_DEVICE, tensors)
+        dit = TtDiT(weights, DIT, prefix="")
+        ctx = torch.cat([context, torch.zeros(1, S_PAD - s, DIT.cross_attention_dim)], dim=1)
+        tokens = torch.cat([x, torch.zeros(1, T_PAD - T_REAL, DIT.inner_dim)], dim=1)
+        out = dit(shim.from_torch(tokens), dit.modulation(BUCKET), dit.cross_kv(shim.from_torch(ctx)),
+                  {k: shim.from_torch(m) for k, m in masks.items()}, shim.from_torch(self_mask))
+    return out[0, :T_REAL], weights
+
+
+def test_the_alternate_vl_dit_data_flow_equals_the_fp32_reference(mock_device, dit_reference):
+    state, image, x, context, want = dit_reference
+    assert {DIT.cross_keys(i) for i in range(DIT.num_layers) if DIT.cross_attends(i)} == {"text", "image"}
+    got, weights = run_dit_golden(state, image, x, context)
+    d = max_abs_diff(got.numpy(), want[0].numpy())
+    print(f"golden N1.7 AlternateVLDiT vs fp32 reference, max |d|: {d:.1e}")
+    assert d < 1e-5
+    assert weights.used == set(weights.names())
+
+
+def test_text_and_image_keys_swapped_would_be_caught(mock_device, dit_reference):
+    state, image, x, context, want = dit_reference
+    got, _ = run_dit_golden(state, image, x, context, swap_masks=True)
+    assert max_abs_diff(got.numpy(), want[0].numpy()) > 1e-2
