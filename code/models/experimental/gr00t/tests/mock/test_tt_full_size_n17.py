@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The full-size N1.7 TT modules on the mock P150 (``make test-tt-full``; CI runs it). So far: the
-Qwen3-VL vision tower (24 blocks of 1024, 16 heads of 64, DROID's 4 × 448 patches) and the text decoder
-(16 kept layers of 2048, 16 query / 8 key-value heads of 128, the 512-row DROID prompt).
+Qwen3-VL vision tower (24 blocks of 1024, 16 heads of 64, DROID's 4 × 448 patches), the text decoder
+(16 kept layers of 2048, 16 query / 8 key-value heads of 128, the 512-row DROID prompt) and the
+AlternateVLDiT (32 blocks of 1536, 32 heads of 48 padded to 64, text / image cross-attention masks).
 
 Real widths mean real program configs, L1/circular-buffer budgets and DRAM allocations; the mock
 validates them and computes nothing. The weights come from the reference modules (their parameter names
 are the checkpoint's, as the reference's strict-loading tests show): a randomly initialised vision tower
-(≈0.4 B parameters), and zeros in the text layers' shapes (≈0.8 B; the values do not matter to the mock)."""
+(≈0.4 B parameters), and zeros in the text layers' and the DiT's shapes (the values do not matter to the mock)."""
 
 from __future__ import annotations
 
@@ -95,4 +96,40 @@ def test_full_size_text_decoder_runs_on_the_mock_p150(mock_device):
           f"{time.perf_counter() - t0:.1f} s with weight upload")
     assert mock_device.num_program_cache_entries() == before
     assert list(out.shape) == [1, S_PAD, c.hidden_size] and len(image_rows) == 448
+    assert weights.used == set(weights.names())
+
+
+def test_full_size_alternate_vl_dit_runs_on_the_mock_p150(mock_device):
+    import ttnn
+
+    from models.experimental.gr00t.reference.torch_dit import DiT
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_dit import TtDiT
+    from models.experimental.gr00t.tt.weight_layout_n17 import dit_device_tensors
+
+    c = Gr00tN17Config.full().action_head.dit
+    t_pad = 64  # 1 state token + 40 action tokens, padded
+    t0 = time.perf_counter()
+    with torch.device("meta"):
+        shapes = {n: p.shape for n, p in DiT(c).state_dict().items()}
+
+    def put(t):
+        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
+                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
+                                          dit_device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), c,
+                                                             prefix="")})
+    dit = TtDiT(weights, c, prefix="")
+    mod = dit.modulation(750)
+    kv = dit.cross_kv(put(torch.zeros(1, S_PAD, c.cross_attention_dim)))
+    masks = {k: put(torch.zeros(1, 1, t_pad, S_PAD)) for k in ("text", "image")}
+    x, self_mask = put(torch.zeros(1, t_pad, c.inner_dim)), put(torch.zeros(1, 1, t_pad, t_pad))
+    dit(x, mod, kv, masks, self_mask)
+    before = mock_device.num_program_cache_entries()
+    out = dit(x, mod, kv, masks, self_mask)
+    print(f"full-size N1.7 AlternateVLDiT on the mock P150: {before} programs in the cache, "
+          f"{time.perf_counter() - t0:.1f} s with weight upload")
+    assert mock_device.num_program_cache_entries() == before  # an Euler step builds nothing new
+    assert list(out.shape) == [1, t_pad, c.output_dim]
     assert weights.used == set(weights.names())
