@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Flow-matching action head on TT-NN (twin of ``reference/torch_action_head.py``).
+"""Flow-matching action head on TT-NN (twin of ``reference/torch_action_head.py``), for N1.5 (32 future
+tokens, 16 × 32 actions) and N1.7 (no future tokens, 40 × 132 actions, the AlternateVLDiT).
 
 Per request: ``condition`` (vlln + VL self-attention over the padded VL tokens), the cross-attention
 K/V of every cross block, and the state token — then ``sample``: 4 Euler steps of encoder → DiT →
@@ -48,7 +49,8 @@ class TtActionHead:
         for bucket in timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets):
             tau = action_sinusoid(torch.full((1, c.action_horizon), bucket), d)  # [1, H, w], constant per bucket
             self.steps.append((self.dit.modulation(bucket), put(tau)))
-        self.future = ttnn.reshape(w[HEAD + "future_tokens.weight"], [1, c.num_target_vision_tokens, d])
+        self.future = (ttnn.reshape(w[HEAD + "future_tokens.weight"], [1, c.num_target_vision_tokens, d])
+                       if c.num_target_vision_tokens else None)  # N1.5's learned future tokens; N1.7 has none
         self.positions = ttnn.reshape(w[HEAD + "position_embedding.weight"], [1, c.action_horizon, d])
         self.token_padding = put(torch.zeros(1, self.tokens_padded - self.tokens, d))
         mask = torch.zeros(1, 1, self.tokens_padded, self.tokens_padded)
@@ -66,22 +68,24 @@ class TtActionHead:
 
     # ---- Euler loop ------------------------------------------------------------------------------
     def velocity(self, x: ttnn.Tensor, step: int, state_features: ttnn.Tensor, kv: list,
-                 cross_mask: ttnn.Tensor) -> ttnn.Tensor:
-        """Noisy actions [1, H, D] (bf16) → velocity [1, H, D]."""
+                 cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor]) -> ttnn.Tensor:
+        """Noisy actions [1, H, D] (bf16) → velocity [1, H, D]. ``cross_mask``: as ``TtDiT`` takes it (one
+        mask, or N1.7's text / image pair)."""
         w, c = self.w, self.c
         mod, tau = self.steps[step]
         p = HEAD + "action_encoder."
         a = category_linear(w, x, p + "W1")
         a = category_linear(w, ttnn.silu(category_linear(w, ttnn.concat([a, tau], dim=-1), p + "W2")), p + "W3")
         a = ttnn.add(a, self.positions)
-        tokens = ttnn.concat([state_features, self.future, a, self.token_padding], dim=1)  # [1, 64, w]
+        parts = [state_features, self.future, a, self.token_padding]
+        tokens = ttnn.concat([t for t in parts if t is not None], dim=1)  # [1, 64, w]
         out = self.dit(tokens, mod, kv, cross_mask, self.self_mask)
         first = self.tokens - c.action_horizon
         out = ttnn.slice(out, [0, first, 0], [1, self.tokens, out.shape[-1]])  # the action rows
         return category_mlp(w, out, HEAD + "action_decoder")
 
-    def sample(self, noise: ttnn.Tensor, state_features: ttnn.Tensor, kv: list, cross_mask: ttnn.Tensor,
-               velocities: list | None = None) -> ttnn.Tensor:
+    def sample(self, noise: ttnn.Tensor, state_features: ttnn.Tensor, kv: list,
+               cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None) -> ttnn.Tensor:
         """float32 noise [1, H, D] → float32 normalised actions [1, H, D]."""
         x = noise
         for i in range(len(self.steps)):

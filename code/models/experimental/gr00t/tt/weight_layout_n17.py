@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..common.configs import DiTConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
+from ..common.configs import ActionHeadConfig, DiTConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import vision_position_embedding
-from .weight_layout import DIT, TILE, _attention, linear_t, row, tile_up
+from .weight_layout import DIT, HEAD, TILE, VLSA, _attention, linear_t, row, tile_up
 
 VISUAL = "backbone.model.model.visual."
 TEXT = "backbone.model.model.language_model."
@@ -102,3 +102,28 @@ def dit_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c:
             continue
         w = load(name)
         yield name, linear_t(w) if w.ndim == 2 else row(w), "tile"
+
+
+def head_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: ActionHeadConfig,
+                        embodiment_id: int) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """The action head (``action_head.``): the AlternateVLDiT as ``dit_device_tensors``, the VL self-attention
+    fused, and the served embodiment's rows of the category-specific encoders / decoder ([n, in, out] →
+    [in, out]); the position table keeps the horizon's rows."""
+    yield from dit_device_tensors(load, names, c.dit, DIT)
+    sa, fused = c.vl_self_attention, set()
+    for i in range(sa.num_layers):
+        p = f"{VLSA}transformer_blocks.{i}.attn1."
+        fused.update(p + n + s for n in ("to_q", "to_k", "to_v", "to_out.0") for s in (".weight", ".bias"))
+        yield from _attention(load, p, "to_out.0", ("to_q", "to_k", "to_v"), sa.num_attention_heads,
+                              sa.num_attention_heads, sa.attention_head_dim, bias=True)
+    for name in names:
+        if not name.startswith(HEAD) or name.startswith(DIT) or name in fused:
+            continue
+        w = load(name)
+        if name.endswith((".W", ".b")):  # CategorySpecificLinear [n, in, out] / [n, out]
+            r = w[embodiment_id]
+            yield name, (r if r.ndim == 2 else r.unsqueeze(0)).contiguous(), "tile"
+        elif name == HEAD + "position_embedding.weight":
+            yield name, w[: c.action_horizon].contiguous(), "tile"
+        else:
+            yield name, linear_t(w) if w.ndim == 2 else row(w), "tile"

@@ -229,16 +229,30 @@ DIT = Gr00tN17Config.tiny().action_head.dit  # 8 blocks, text every 2nd cross bl
 T_REAL, T_PAD, BUCKET = 41, 64, 750  # 1 state token + 40 action tokens, padded to tile rows
 
 
+def droid_image_mask() -> torch.Tensor:
+    """[1, S] True at the image tokens of the DROID prompt."""
+    return droid_prompt(DROID_GRIDS, INSTRUCTION_IDS) == BACKBONE.image_token_id
+
+
+def cross_masks(image: torch.Tensor, rows: int) -> dict[str, torch.Tensor]:
+    """Additive text-only / image-only key masks [1, 1, rows, S_PAD] for prompt image flags [S]; the padded
+    prompt rows are neither."""
+    from models.experimental.gr00t.tt.ttnn_common import NEG_INF
+
+    keys = {"image": torch.zeros(S_PAD, dtype=torch.bool), "text": torch.zeros(S_PAD, dtype=torch.bool)}
+    keys["image"][:image.shape[0]], keys["text"][:image.shape[0]] = image, ~image
+    return {k: torch.where(v, 0.0, NEG_INF).expand(1, 1, rows, S_PAD).contiguous() for k, v in keys.items()}
+
+
 @pytest.fixture(scope="module")
 def dit_reference():
     from models.experimental.gr00t.reference.torch_dit import DiT
 
     model = randomize_(DiT(DIT), seed=8).eval()
-    ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
-    image = ids == BACKBONE.image_token_id
+    image = droid_image_mask()
     g = torch.Generator().manual_seed(9)
     x = torch.randn(1, T_REAL, DIT.inner_dim, generator=g)
-    context = torch.randn(1, ids.shape[1], DIT.cross_attention_dim, generator=g)
+    context = torch.randn(1, image.shape[1], DIT.cross_attention_dim, generator=g)
     with torch.no_grad():
         want = model(x, context, torch.tensor([BUCKET]), {"text": ~image, "image": image})
     return model.state_dict(), image[0], x, context, want
@@ -251,9 +265,7 @@ def run_dit_golden(state, image, x, context, swap_masks=False):
     from models.experimental.gr00t.tt.weight_layout_n17 import dit_device_tensors
 
     s = image.shape[0]
-    keys = {"image": torch.zeros(S_PAD, dtype=torch.bool), "text": torch.zeros(S_PAD, dtype=torch.bool)}
-    keys["image"][:s], keys["text"][:s] = image, ~image  # padded prompt rows are neither
-    masks = {k: torch.where(v, 0.0, NEG_INF).expand(1, 1, T_PAD, S_PAD).contiguous() for k, v in keys.items()}
+    masks = cross_masks(image, T_PAD)
     if swap_masks:
         masks = {"text": masks["image"], "image": masks["text"]}
     self_mask = torch.zeros(1, 1, T_PAD, T_PAD)
@@ -284,3 +296,87 @@ def test_text_and_image_keys_swapped_would_be_caught(mock_device, dit_reference)
     state, image, x, context, want = dit_reference
     got, _ = run_dit_golden(state, image, x, context, swap_masks=True)
     assert max_abs_diff(got.numpy(), want[0].numpy()) > 1e-2
+
+
+# ---- the whole N1.7 action head: vlln + VL self-attention, state encoder, 4 Euler steps ----------------
+HEAD_CFG = Gr00tN17Config.tiny().action_head  # 40 × 132 actions, no future tokens
+SLOT = 24  # the DROID embodiment's row of the category-specific layers
+
+
+@pytest.fixture(scope="module")
+def head_reference():
+    from models.experimental.gr00t.reference.torch_action_head import FlowmatchingActionHead
+
+    head = randomize_(FlowmatchingActionHead(HEAD_CFG), seed=10).eval()
+    image = droid_image_mask()
+    g = torch.Generator().manual_seed(11)
+    features = torch.randn(1, image.shape[1], HEAD_CFG.backbone_embedding_dim, generator=g)
+    state = torch.randn(1, 1, HEAD_CFG.max_state_dim, generator=g)
+    noise = torch.randn(1, HEAD_CFG.action_horizon, HEAD_CFG.action_dim, generator=g)
+    cat_ids = torch.tensor([SLOT])
+    with torch.no_grad():
+        vl = head.condition(features)
+        want = head.sample(vl, head.state_encoder(state, cat_ids), cat_ids, noise, None,
+                           {"text": ~image, "image": image})
+    return {f"action_head.{k}": v for k, v in head.state_dict().items()}, image[0], features, state, noise, want
+
+
+def test_the_n17_action_head_data_flow_equals_the_fp32_reference(mock_device, head_reference):
+    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.ttnn_action_head import TtActionHead
+    from models.experimental.gr00t.tt.ttnn_common import NEG_INF, DeviceWeights
+    from models.experimental.gr00t.tt.weight_layout_n17 import head_device_tensors
+
+    state_dict, image, features, state, noise, want = head_reference
+    s = image.shape[0]
+    with golden_execution("fp32") as shim:
+        tensors = {name: shim.from_torch(t) for name, t, _ in
+                   head_device_tensors(lambda n: state_dict[n], list(state_dict), HEAD_CFG, SLOT)}
+        weights = DeviceWeights(HOST_DEVICE, tensors)
+        head = TtActionHead(weights, HEAD_CFG)
+        cross = {k: shim.from_torch(m) for k, m in cross_masks(image, head.tokens_padded).items()}
+        vl_mask = torch.zeros(1, 1, S_PAD, S_PAD)
+        vl_mask[..., s:] = NEG_INF  # the padded prompt rows are never keys
+        padded = torch.cat([features, torch.zeros(1, S_PAD - s, features.shape[-1])], dim=1)
+        vl = head.condition(shim.from_torch(padded), shim.from_torch(vl_mask))
+        got = head.sample(shim.from_torch(noise, dtype=shim.float32), head.state_features(shim.from_torch(state)),
+                          head.dit.cross_kv(vl), cross)
+    assert head.tokens == 1 + HEAD_CFG.action_horizon  # no future tokens in N1.7
+    d = max_abs_diff(got[0].float().numpy(), want[0].numpy())
+    moved = max_abs_diff(want[0].numpy(), noise[0].numpy())
+    print(f"golden N1.7 action head (4 Euler steps, 40 x 132) vs fp32 reference, max |d|: {d:.1e} "
+          f"(the steps moved the state by up to {moved:.2f})")
+    assert d < 1e-5 and moved > 0.1  # the comparison is over a chunk the model really changed
+    assert weights.used == set(weights.names())
+
+
+def test_the_n17_action_head_runs_on_the_mock_p150(mock_device, head_reference):
+    """The head through the device stack at tiny size, with the 132-wide action rows that are not a tile
+    multiple: a [1, 40, 132] float32 chunk out, every weight read, no program rebuilt by a second sample."""
+    import ttnn
+
+    from models.experimental.gr00t.tt.ttnn_action_head import TtActionHead
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.weight_layout_n17 import head_device_tensors
+
+    state_dict, _, _, state, noise, _ = head_reference
+
+    def put(t, dtype=ttnn.bfloat16):
+        return ttnn.from_torch(t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mock_device,
+                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
+                                          head_device_tensors(lambda n: state_dict[n], list(state_dict), HEAD_CFG,
+                                                              SLOT)})
+    head = TtActionHead(weights, HEAD_CFG)
+    rows = head.tokens_padded
+    cross = {k: put(torch.zeros(1, 1, rows, S_PAD)) for k in ("text", "image")}
+    vl = head.condition(put(torch.zeros(1, S_PAD, HEAD_CFG.backbone_embedding_dim)),
+                        put(torch.zeros(1, 1, S_PAD, S_PAD)))
+    kv, sf, x = head.dit.cross_kv(vl), head.state_features(put(state)), put(noise, ttnn.float32)
+    head.sample(x, sf, kv, cross)
+    before = mock_device.num_program_cache_entries()
+    out = head.sample(x, sf, kv, cross)
+    assert mock_device.num_program_cache_entries() == before
+    assert list(out.shape) == [1, HEAD_CFG.action_horizon, HEAD_CFG.action_dim] and out.dtype == ttnn.float32
+    assert weights.used == set(weights.names())
