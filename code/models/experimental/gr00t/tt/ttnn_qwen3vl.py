@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 import ttnn
 
-from ..common.configs import Qwen3VLTextConfig, Qwen3VLVisionConfig
+from ..common.configs import Qwen3VLConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import mrope_cos_sin, vision_rope_cos_sin
 from .ttnn_common import NEG_INF, DeviceWeights, attend, gelu_exact, gelu_tanh, layer_norm, linear
 from .ttnn_qwen3 import TtQwen3, rotate_half_matrix
@@ -131,3 +131,33 @@ class TtQwen3VLText(TtQwen3):
                                      compute_kernel_config=self.w.norm_config)
                 x = ttnn.add(x, placed)
         return x
+
+
+class TtQwen3VLBackbone:
+    """Vision tower → splice into the embedded prompt → text decoder: ``backbone_features`` [1, S_pad, D].
+
+    The splice is exact and static: the embedded prompt is multiplied by a 0/1 column that zeroes the image
+    rows, and the image tokens are added there through the text decoder's placement matrix."""
+
+    def __init__(self, w: DeviceWeights, c: Qwen3VLConfig, grids: list[list[int]], position_ids: torch.Tensor,
+                 image_rows: list[int], vision_prefix: str = VISUAL, text_prefix: str = TEXT):
+        self.w, self.c, self.table = w, c, text_prefix + "embed_tokens.weight"
+        self.vision = TtQwen3VLVision(w, c.vision, grids, vision_prefix)
+        self.text = TtQwen3VLText(w, c.text, c.select_layer, position_ids, image_rows, text_prefix)
+        keep = torch.ones(1, position_ids.shape[1], 1)
+        keep[0, image_rows] = 0.0
+        self.keep = ttnn.from_torch(keep, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
+
+    def splice(self, input_ids: ttnn.Tensor, image_tokens: ttnn.Tensor) -> ttnn.Tensor:
+        """Prompt ids [1, S_pad] (uint32, row-major) + image tokens [1, N_image, D] → embeddings [1, S_pad, D]."""
+        emb = ttnn.embedding(input_ids, self.w[self.table], layout=ttnn.TILE_LAYOUT,
+                             memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        placed = ttnn.matmul(self.text.placement, image_tokens, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                             compute_kernel_config=self.w.norm_config)
+        return ttnn.add(ttnn.mul(emb, self.keep), placed)
+
+    def __call__(self, patches: ttnn.Tensor, input_ids: ttnn.Tensor, *, taps: dict | None = None) -> ttnn.Tensor:
+        tokens, deepstack = self.vision(patches, taps=taps)
+        if taps is not None:
+            taps["vision_embeds"] = tokens
+        return self.text(self.splice(input_ids, tokens), deepstack)

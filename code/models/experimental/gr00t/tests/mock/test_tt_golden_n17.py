@@ -380,3 +380,74 @@ def test_the_n17_action_head_runs_on_the_mock_p150(mock_device, head_reference):
     assert mock_device.num_program_cache_entries() == before
     assert list(out.shape) == [1, HEAD_CFG.action_horizon, HEAD_CFG.action_dim] and out.dtype == ttnn.float32
     assert weights.used == set(weights.names())
+
+
+
+# ---- the whole backbone: vision tower → splice → text decoder -------------------------------------------
+def test_the_n17_backbone_with_its_splice_equals_the_fp32_reference(mock_device):
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLBackbone
+    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLBackbone
+    from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors, vision_device_tensors
+
+    ref = randomize_(Qwen3VLBackbone(BACKBONE), seed=12).eval()
+    ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
+    patches = torch.randn(4 * 448, TINY.patch_dim, generator=torch.Generator().manual_seed(13))
+    with torch.no_grad():
+        want = ref(ids, patches, torch.tensor(DROID_GRIDS))["backbone_features"][0]
+    state = {f"backbone.{k}": v for k, v in ref.state_dict().items()}
+    s = ids.shape[1]
+    padded = torch.cat([ids, torch.full((1, S_PAD - s), PAD_TOKEN_ID)], dim=1)
+    image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
+    with golden_execution("fp32") as shim:
+        load, names = (lambda n: state[n]), list(state)
+        tensors = {name: shim.from_torch(t) for name, t, _ in
+                   [*vision_device_tensors(load, names, TINY, DROID_GRIDS),
+                    *text_device_tensors(load, names, BACKBONE.text, BACKBONE.select_layer)]}
+        weights = DeviceWeights(HOST_DEVICE, tensors)
+        model = TtQwen3VLBackbone(weights, BACKBONE, DROID_GRIDS,
+                                  rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0], image_rows)
+        got = model(shim.from_torch(patches[None]), shim.from_torch(padded, dtype=shim.uint32))[0, :s]
+    d = max_abs_diff(got.numpy(), want.numpy())
+    print(f"golden N1.7 backbone (vision → splice → {BACKBONE.select_layer} text layers) vs fp32 reference, "
+          f"max |d|: {d:.1e}")
+    assert d < 1e-5
+    assert weights.used == set(weights.names())  # the embedding table too, now that the splice reads it
+
+
+def test_the_n17_backbone_runs_on_the_mock_p150(mock_device):
+    """Vision → splice (embedding, the 0/1 keep column, the placement matmul) → text decoder through the device
+    stack at tiny size: [1, 512, D] out, every weight read, no program rebuilt on a second forward."""
+    import ttnn
+
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLBackbone
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLBackbone
+    from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors, vision_device_tensors
+
+    state = {f"backbone.{k}": v for k, v in randomize_(Qwen3VLBackbone(BACKBONE), seed=12).state_dict().items()}
+    ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
+    padded = torch.cat([ids, torch.full((1, S_PAD - ids.shape[1]), PAD_TOKEN_ID)], dim=1)
+    image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
+
+    def put(t, kind="tile", dtype=ttnn.bfloat16):
+        layout = ttnn.ROW_MAJOR_LAYOUT if kind == "row_major" else ttnn.TILE_LAYOUT
+        return ttnn.from_torch(t, dtype=dtype, layout=layout, device=mock_device,
+                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    load, names = (lambda n: state[n]), list(state)
+    weights = DeviceWeights(mock_device, {name: put(t, kind) for name, t, kind in
+                                          [*vision_device_tensors(load, names, TINY, DROID_GRIDS),
+                                           *text_device_tensors(load, names, BACKBONE.text, BACKBONE.select_layer)]})
+    model = TtQwen3VLBackbone(weights, BACKBONE, DROID_GRIDS,
+                              rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0], image_rows)
+    patches, input_ids = put(torch.zeros(1, 4 * 448, TINY.patch_dim)), put(padded, "row_major", ttnn.uint32)
+    model(patches, input_ids)
+    before = mock_device.num_program_cache_entries()
+    out = model(patches, input_ids)
+    assert mock_device.num_program_cache_entries() == before
+    assert list(out.shape) == [1, S_PAD, BACKBONE.text.hidden_size]
+    assert weights.used == set(weights.names())
