@@ -2,7 +2,9 @@
 """The full-size N1.7 TT modules on the mock P150 (``make test-tt-full``; CI runs it). So far: the
 Qwen3-VL vision tower (24 blocks of 1024, 16 heads of 64, DROID's 4 × 448 patches), the text decoder
 (16 kept layers of 2048, 16 query / 8 key-value heads of 128, the 512-row DROID prompt) and the
-AlternateVLDiT (32 blocks of 1536, 32 heads of 48 padded to 64, text / image cross-attention masks).
+AlternateVLDiT (32 blocks of 1536, 32 heads of 48 padded to 64, text / image cross-attention masks), and the
+whole action head around it (vlln + 4 VL self-attention blocks, slot-24 encoders / decoder, 4 Euler steps
+over a 40 × 132 float32 chunk).
 
 Real widths mean real program configs, L1/circular-buffer budgets and DRAM allocations; the mock
 validates them and computes nothing. The weights come from the reference modules (their parameter names
@@ -132,4 +134,38 @@ def test_full_size_alternate_vl_dit_runs_on_the_mock_p150(mock_device):
           f"{time.perf_counter() - t0:.1f} s with weight upload")
     assert mock_device.num_program_cache_entries() == before  # an Euler step builds nothing new
     assert list(out.shape) == [1, t_pad, c.output_dim]
+    assert weights.used == set(weights.names())
+
+
+def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
+    import ttnn
+
+    from models.experimental.gr00t.reference.torch_action_head import FlowmatchingActionHead
+    from models.experimental.gr00t.tt.ttnn_action_head import TtActionHead
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.weight_layout_n17 import head_device_tensors
+
+    c = Gr00tN17Config.full().action_head
+    t0 = time.perf_counter()
+    with torch.device("meta"):
+        shapes = {f"action_head.{n}": p.shape for n, p in FlowmatchingActionHead(c).state_dict().items()}
+
+    def put(t, dtype=ttnn.bfloat16):
+        return ttnn.from_torch(t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mock_device,
+                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+    weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
+                                          head_device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), c, 24)})
+    head = TtActionHead(weights, c)
+    vl = head.condition(put(torch.zeros(1, S_PAD, c.backbone_embedding_dim)), put(torch.zeros(1, 1, S_PAD, S_PAD)))
+    cross = {k: put(torch.zeros(1, 1, head.tokens_padded, S_PAD)) for k in ("text", "image")}
+    kv, sf = head.dit.cross_kv(vl), head.state_features(put(torch.zeros(1, 1, c.max_state_dim)))
+    x = put(torch.zeros(1, c.action_horizon, c.action_dim), ttnn.float32)
+    head.sample(x, sf, kv, cross)
+    before = mock_device.num_program_cache_entries()
+    out = head.sample(x, sf, kv, cross)
+    print(f"full-size N1.7 action head on the mock P150: {before} programs in the cache, "
+          f"{time.perf_counter() - t0:.1f} s with weight upload")
+    assert mock_device.num_program_cache_entries() == before
+    assert list(out.shape) == [1, 40, 132] and out.dtype == ttnn.float32
     assert weights.used == set(weights.names())
