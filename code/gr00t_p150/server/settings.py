@@ -90,26 +90,23 @@ def _choice(env: Mapping[str, str], name: str, default: str | None, choices) -> 
     return value
 
 
-def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+def _number(env: Mapping[str, str], name: str, default, lo, hi, parse, what: str):
     raw = env.get(name, str(default))
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise SettingError(f"{name}={raw!r}: expected an integer") from None
+        raise SettingError(f"{name}={raw!r}: expected {what}") from None
     if not lo <= value <= hi:
         raise SettingError(f"{name}={value}: expected {lo}..{hi}")
     return value
 
 
-def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
-    raw = env.get(name, str(default))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingError(f"{name}={raw!r}: expected a number of seconds") from None
-    if not lo <= value <= hi:
-        raise SettingError(f"{name}={value}: expected {lo:g}..{hi:g}")
-    return value
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    return _number(env, name, default, lo, hi, int, "an integer")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    return _number(env, name, default, lo, hi, float, "a number of seconds")
 
 
 def parse_api_key(env: Mapping[str, str]) -> str | None:
@@ -190,8 +187,8 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         max_body_bytes=_int(env, "GR00T_MAX_BODY_BYTES", 64 * 2**20, 1024, 2**31),
         max_queue=_int(env, "GR00T_MAX_QUEUE", 8, 1, 1024),
         request_timeout_ms=_int(env, "GR00T_REQUEST_TIMEOUT_MS", 0, 0, 3_600_000),
-        body_timeout_s=_float(env, "GR00T_BODY_TIMEOUT_S", 30.0, 0.1, 3600.0),
-        drain_timeout_s=_float(env, "GR00T_DRAIN_TIMEOUT_S", 60.0, 1.0, 3600.0),
+        body_timeout_s=_seconds(env, "GR00T_BODY_TIMEOUT_S", 30.0, 0.1, 3600.0),
+        drain_timeout_s=_seconds(env, "GR00T_DRAIN_TIMEOUT_S", 60.0, 1.0, 3600.0),
         api_key=parse_api_key(env),
         auth_routes=parse_auth_routes(env),
     )
