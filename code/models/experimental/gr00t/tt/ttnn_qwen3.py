@@ -43,6 +43,8 @@ class TtQwen3:
         self.cos, self.sin, self.rot = put(cos), put(sin), put(rotate_half_matrix(hd, padded))
 
     def rope(self, x: ttnn.Tensor) -> ttnn.Tensor:
+        """``x·cos + (x @ R)·sin`` over heads [1, H, S, hd'] with this module's tables (subclasses and the
+        Qwen3-VL vision tower set other ``cos`` / ``sin``)."""
         rotated = ttnn.matmul(x, self.rot, memory_config=ttnn.DRAM_MEMORY_CONFIG,
                               compute_kernel_config=self.w.norm_config)
         return ttnn.add(ttnn.mul(x, self.cos), ttnn.mul(rotated, self.sin))

@@ -60,10 +60,7 @@ class TtQwen3VLVision:
         self.cos, self.sin, self.rot = put(cos), put(sin), put(rotate_half_matrix(hd, padded))
         self.mask = put(block_diagonal_mask(seq_lens))
 
-    def rope(self, x: ttnn.Tensor) -> ttnn.Tensor:
-        rotated = ttnn.matmul(x, self.rot, memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                              compute_kernel_config=self.w.norm_config)
-        return ttnn.add(ttnn.mul(x, self.cos), ttnn.mul(rotated, self.sin))
+    rope = TtQwen3.rope  # the same rotation, over this tower's 2-D tables
 
     def block(self, x: ttnn.Tensor, i: int) -> ttnn.Tensor:
         w, c, p = self.w, self.c, f"{self.p}blocks.{i}."

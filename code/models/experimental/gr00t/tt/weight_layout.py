@@ -67,6 +67,21 @@ def row(b: torch.Tensor, pad: int = 0) -> torch.Tensor:
     return F.pad(b, (0, pad)).unsqueeze(0)
 
 
+def generic(name: str, w: torch.Tensor) -> tuple[str, torch.Tensor, str]:
+    """The rule for every tensor without a special one: a linear weight transposed, a 1-D parameter a row."""
+    if w.ndim == 2:
+        return name, linear_t(w), "tile"
+    if w.ndim == 1:
+        return name, row(w), "tile"
+    raise ValueError(f"{name}: no TT layout rule for a {w.ndim}-D tensor")
+
+
+def category_row(w: torch.Tensor, embodiment_id: int) -> torch.Tensor:
+    """A CategorySpecificLinear's ``W`` [n, in, out] / ``b`` [n, out] → the served embodiment's [in, out] / [1, out]."""
+    r = w[embodiment_id]
+    return (r if r.ndim == 2 else r.unsqueeze(0)).contiguous()
+
+
 def _attention(load: Callable[[str], torch.Tensor], p: str, out: str, names: tuple[str, str, str], heads: int,
                kv_heads: int, head_dim: int, bias: bool, cross: bool = False,
                qk_scale: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> Iterator[tuple[str, torch.Tensor, str]]:
@@ -147,15 +162,10 @@ def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config
             yield name, w[: h.action_horizon].contiguous(), "tile"
         elif name in (VISION + "embeddings.position_embedding.weight", HEAD + "future_tokens.weight"):
             yield name, w, "tile"  # added to / concatenated with token rows as they are
-        elif name.startswith(HEAD) and name.endswith((".W", ".b")):  # CategorySpecificLinear [n, in, out] / [n, out]
-            r = w[layout.embodiment_id]
-            yield name, (r if r.ndim == 2 else r.unsqueeze(0)).contiguous(), "tile"
-        elif w.ndim == 2:
-            yield name, linear_t(w), "tile"
-        elif w.ndim == 1:
-            yield name, row(w), "tile"
+        elif name.startswith(HEAD) and name.endswith((".W", ".b")):
+            yield name, category_row(w, layout.embodiment_id), "tile"
         else:
-            raise ValueError(f"{name}: no TT layout rule for a {w.ndim}-D tensor")
+            yield generic(name, w)
 
 
 def patchify(pixel_values: torch.Tensor, patch: int) -> torch.Tensor:

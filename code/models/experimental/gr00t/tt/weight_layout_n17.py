@@ -24,7 +24,7 @@ import torch
 
 from ..common.configs import ActionHeadConfig, DiTConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import vision_position_embedding
-from .weight_layout import DIT, HEAD, TILE, VLSA, _attention, linear_t, row, tile_up
+from .weight_layout import DIT, HEAD, TILE, VLSA, _attention, category_row, generic, linear_t, row, tile_up
 
 VISUAL = "backbone.model.model.visual."
 TEXT = "backbone.model.model.language_model."
@@ -55,12 +55,8 @@ def vision_device_tensors(load: Callable[[str], torch.Tensor], names: list[str],
             yield name, linear_t(w.reshape(w.shape[0], -1)), "tile"
         elif name == prefix + "pos_embed.weight":
             yield prefix + STATIC_POS, vision_position_embedding(w, grids, c.spatial_merge_size), "tile"
-        elif w.ndim == 2:
-            yield name, linear_t(w), "tile"
-        elif w.ndim == 1:
-            yield name, row(w), "tile"
         else:
-            raise ValueError(f"{name}: no TT layout rule for a {w.ndim}-D tensor")
+            yield generic(name, w)
 
 
 def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: Qwen3VLTextConfig,
@@ -81,10 +77,8 @@ def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
             yield name, w, "row_major"  # ttnn.embedding reads a row-major table
         elif name.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")):
             yield name, row(w / qk_norm_scale, tile_up(hd) - hd), "tile"
-        elif w.ndim == 2:
-            yield name, linear_t(w), "tile"
         else:
-            yield name, row(w), "tile"
+            yield generic(name, w)
 
 
 def dit_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: DiTConfig,
@@ -100,8 +94,7 @@ def dit_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c:
     for name in names:
         if not name.startswith(prefix) or name in fused:
             continue
-        w = load(name)
-        yield name, linear_t(w) if w.ndim == 2 else row(w), "tile"
+        yield generic(name, load(name))
 
 
 def head_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: ActionHeadConfig,
@@ -120,10 +113,9 @@ def head_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
         if not name.startswith(HEAD) or name.startswith(DIT) or name in fused:
             continue
         w = load(name)
-        if name.endswith((".W", ".b")):  # CategorySpecificLinear [n, in, out] / [n, out]
-            r = w[embodiment_id]
-            yield name, (r if r.ndim == 2 else r.unsqueeze(0)).contiguous(), "tile"
+        if name.endswith((".W", ".b")):
+            yield name, category_row(w, embodiment_id), "tile"
         elif name == HEAD + "position_embedding.weight":
             yield name, w[: c.action_horizon].contiguous(), "tile"
         else:
-            yield name, linear_t(w) if w.ndim == 2 else row(w), "tile"
+            yield generic(name, w)

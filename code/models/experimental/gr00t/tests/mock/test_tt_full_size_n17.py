@@ -14,11 +14,14 @@ are the checkpoint's, as the reference's strict-loading tests show): a randomly 
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 import torch
 
 from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
+
+from .tt_expect import mock_tensor
 
 pytestmark = [pytest.mark.mock, pytest.mark.slow]
 
@@ -27,7 +30,6 @@ S_PAD = 512
 
 
 def test_full_size_vision_tower_runs_on_the_mock_p150(mock_device):
-    import ttnn
 
     from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLVisionModel
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
@@ -38,9 +40,7 @@ def test_full_size_vision_tower_runs_on_the_mock_p150(mock_device):
     t0 = time.perf_counter()
     state = Qwen3VLVisionModel(c).state_dict()
 
-    def put(t):
-        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
                                           vision_device_tensors(lambda n: state[n], list(state), c, DROID_GRIDS,
@@ -59,7 +59,6 @@ def test_full_size_vision_tower_runs_on_the_mock_p150(mock_device):
 
 
 def test_full_size_text_decoder_runs_on_the_mock_p150(mock_device):
-    import ttnn
 
     from models.experimental.gr00t.common.embeddings import rope_index
     from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLTextModel
@@ -77,9 +76,7 @@ def test_full_size_text_decoder_runs_on_the_mock_p150(mock_device):
         shapes = {n: p.shape for n, p in Qwen3VLTextModel(c, layers).state_dict().items()
                   if n != "embed_tokens.weight"}  # the splice reads the table, not this module
 
-    def put(t):
-        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
                                           text_device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), c,
@@ -102,7 +99,6 @@ def test_full_size_text_decoder_runs_on_the_mock_p150(mock_device):
 
 
 def test_full_size_alternate_vl_dit_runs_on_the_mock_p150(mock_device):
-    import ttnn
 
     from models.experimental.gr00t.reference.torch_dit import DiT
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
@@ -115,9 +111,7 @@ def test_full_size_alternate_vl_dit_runs_on_the_mock_p150(mock_device):
     with torch.device("meta"):
         shapes = {n: p.shape for n, p in DiT(c).state_dict().items()}
 
-    def put(t):
-        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
                                           dit_device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), c,
@@ -150,9 +144,7 @@ def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
     with torch.device("meta"):
         shapes = {f"action_head.{n}": p.shape for n, p in FlowmatchingActionHead(c).state_dict().items()}
 
-    def put(t, dtype=ttnn.bfloat16):
-        return ttnn.from_torch(t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
                                           head_device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), c, 24)})
@@ -160,7 +152,7 @@ def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
     vl = head.condition(put(torch.zeros(1, S_PAD, c.backbone_embedding_dim)), put(torch.zeros(1, 1, S_PAD, S_PAD)))
     cross = {k: put(torch.zeros(1, 1, head.tokens_padded, S_PAD)) for k in ("text", "image")}
     kv, sf = head.dit.cross_kv(vl), head.state_features(put(torch.zeros(1, 1, c.max_state_dim)))
-    x = put(torch.zeros(1, c.action_horizon, c.action_dim), ttnn.float32)
+    x = put(torch.zeros(1, c.action_horizon, c.action_dim), dtype=ttnn.float32)
     head.sample(x, sf, kv, cross)
     before = mock_device.num_program_cache_entries()
     out = head.sample(x, sf, kv, cross)

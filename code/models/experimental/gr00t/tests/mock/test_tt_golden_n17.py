@@ -11,6 +11,8 @@ comparison has teeth."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -19,6 +21,7 @@ from models.experimental.gr00t.common.quality import max_abs_diff
 
 from ..conftest import randomize_
 from ..host.test_torch_qwen3vl import droid_prompt
+from .tt_expect import mock_tensor
 
 pytestmark = pytest.mark.mock
 
@@ -98,9 +101,7 @@ def test_the_vision_tower_runs_on_the_mock_p150(mock_device, vision_reference):
 
     state, patches, want_tokens, want_deepstack = vision_reference
 
-    def put(t):
-        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
                                           vision_device_tensors(lambda n: state[n], list(state), TINY, DROID_GRIDS,
@@ -202,12 +203,10 @@ def test_the_text_decoder_runs_on_the_mock_p150(mock_device, text_reference):
     padded = torch.cat([ids, torch.full((1, S_PAD - ids.shape[1]), PAD_TOKEN_ID)], dim=1)
     image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
 
-    def put(t, layout=ttnn.TILE_LAYOUT):
-        return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=layout, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {
-        name: put(t, ttnn.ROW_MAJOR_LAYOUT if kind == "row_major" else ttnn.TILE_LAYOUT) for name, t, kind in
+        name: put(t, row_major=kind == "row_major") for name, t, kind in
         text_device_tensors(lambda n: state[n], list(state), c, BACKBONE.select_layer, prefix="")})
     module = TtQwen3VLText(weights, c, BACKBONE.select_layer,
                            rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0], image_rows, prefix="")
@@ -361,9 +360,7 @@ def test_the_n17_action_head_runs_on_the_mock_p150(mock_device, head_reference):
 
     state_dict, _, _, state, noise, _ = head_reference
 
-    def put(t, dtype=ttnn.bfloat16):
-        return ttnn.from_torch(t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     weights = DeviceWeights(mock_device, {name: put(t) for name, t, _ in
                                           head_device_tensors(lambda n: state_dict[n], list(state_dict), HEAD_CFG,
@@ -373,7 +370,7 @@ def test_the_n17_action_head_runs_on_the_mock_p150(mock_device, head_reference):
     cross = {k: put(torch.zeros(1, 1, rows, S_PAD)) for k in ("text", "image")}
     vl = head.condition(put(torch.zeros(1, S_PAD, HEAD_CFG.backbone_embedding_dim)),
                         put(torch.zeros(1, 1, S_PAD, S_PAD)))
-    kv, sf, x = head.dit.cross_kv(vl), head.state_features(put(state)), put(noise, ttnn.float32)
+    kv, sf, x = head.dit.cross_kv(vl), head.state_features(put(state)), put(noise, dtype=ttnn.float32)
     head.sample(x, sf, kv, cross)
     before = mock_device.num_program_cache_entries()
     out = head.sample(x, sf, kv, cross)
@@ -433,18 +430,15 @@ def test_the_n17_backbone_runs_on_the_mock_p150(mock_device):
     padded = torch.cat([ids, torch.full((1, S_PAD - ids.shape[1]), PAD_TOKEN_ID)], dim=1)
     image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
 
-    def put(t, kind="tile", dtype=ttnn.bfloat16):
-        layout = ttnn.ROW_MAJOR_LAYOUT if kind == "row_major" else ttnn.TILE_LAYOUT
-        return ttnn.from_torch(t, dtype=dtype, layout=layout, device=mock_device,
-                               memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    put = partial(mock_tensor, mock_device)
 
     load, names = (lambda n: state[n]), list(state)
-    weights = DeviceWeights(mock_device, {name: put(t, kind) for name, t, kind in
+    weights = DeviceWeights(mock_device, {name: put(t, row_major=kind == "row_major") for name, t, kind in
                                           [*vision_device_tensors(load, names, TINY, DROID_GRIDS),
                                            *text_device_tensors(load, names, BACKBONE.text, BACKBONE.select_layer)]})
     model = TtQwen3VLBackbone(weights, BACKBONE, DROID_GRIDS,
                               rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0], image_rows)
-    patches, input_ids = put(torch.zeros(1, 4 * 448, TINY.patch_dim)), put(padded, "row_major", ttnn.uint32)
+    patches, input_ids = put(torch.zeros(1, 4 * 448, TINY.patch_dim)), put(padded, row_major=True, dtype=ttnn.uint32)
     model(patches, input_ids)
     before = mock_device.num_program_cache_entries()
     out = model(patches, input_ids)

@@ -42,3 +42,11 @@ def captured_forward(model, device) -> tuple[dict, list[str], int]:
     model.forward(taps)
     calls = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
     return taps, calls, device.num_program_cache_entries() - before
+
+
+def mock_tensor(device, t, *, dtype=None, row_major: bool = False):
+    """A host tensor on the (mock) device in DRAM: bf16 tiles unless told otherwise."""
+    import ttnn
+
+    return ttnn.from_torch(t, dtype=dtype or ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT if row_major else
+                           ttnn.TILE_LAYOUT, device=device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
