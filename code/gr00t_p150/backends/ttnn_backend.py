@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""TT-NN backend: GR00T N1.5 GR1 on a Tenstorrent p150a, replaying four Metal traces per request.
+"""TT-NN backend: GR00T N1.5 GR1 or N1.7 DROID on a Tenstorrent p150a, replaying four Metal traces per request.
 
-Boot: convert the checkpoint into the device-layout cache (once), open the device, upload, write the
-demo inputs, compile with one untraced pass and capture the vision / llm / adapter / denoise traces.
-A request: host chain (as the reference) → inputs checked against the captured shapes → written into
-the persistent buffers → four replays → readback → un-normalise.
+Boot: convert the checkpoint into the device-layout cache (once), open the device (with 1 or 2 command
+queues), upload, write the demo inputs, compile with one untraced pass and capture the vision / llm /
+adapter / denoise traces. A request: host chain (as the reference) → inputs checked against the captured
+shapes → written into the persistent buffers (on CQ 1 with 2 queues) → four replays → readback →
+un-normalise (N1.7: relative actions composed onto the request's state).
 
 ``mock=True`` (``GR00T_TT_MOCK=1``) is a test mode: the mock P150 of ``tt/mock_runtime.py`` validates
 every op of the untraced model but computes nothing, so the actions are not a policy; the response
-and /info say so. Trace capture is impossible on a mock, so the mock mode runs the stages untraced.
+and /info say so. Trace capture and ``wait_for_event`` crash on a mock, so the mock mode runs the stages
+untraced on one command queue, and /info says so.
 """
 
 from __future__ import annotations
@@ -61,31 +63,38 @@ class TTNNBackend(PolicyBackend):
 
     def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
                  weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,
-                 reason: str, log: Callable[[str], None]):
-        from models.experimental.gr00t.common.versions import get_spec
+                 reason: str, log: Callable[[str], None], num_cqs: int = 1):
+        from models.experimental.gr00t.common.versions import get_spec, load
 
-        if not get_spec(version).ttnn:
-            raise TTNNBackendError(f"GR00T_VERSION={version}: the TT-NN port serves N1.5 (GR1) only; "
-                                   "use GR00T_BACKEND=torch for N1.7")
+        spec = get_spec(version)
+        if not spec.ttnn:
+            raise TTNNBackendError(f"GR00T_VERSION={version}: the TT-NN port does not serve this version; "
+                                   "use GR00T_BACKEND=torch")
         from models.experimental.gr00t.common.observation import parse_observation
         from models.experimental.gr00t.tt.policy import TTPolicy
-        from models.experimental.gr00t.tt.runner import open_model_device
-        from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
+        from models.experimental.gr00t.tt.runner import check_num_cqs, open_model_device
 
         self.mock, self.reason = mock, reason
+        self.requested_cqs = check_num_cqs(num_cqs)
+        # wait_for_event crashes the mock runtime: a mock runs the untraced stages on one queue
+        self.num_cqs = 1 if mock else num_cqs
         self.policy_settings = TTPolicy(dtype_policy=dtype_policy, trace_layout=trace_layout)
         t0 = time.perf_counter()
         log(f"Opening device: ttnn {'MOCK P150 (test mode)' if mock else 'p150a'}, "
-            f"mesh {mesh_shape[0]}x{mesh_shape[1]}, policy {dtype_policy}")
-        self.device = open_model_device(mesh_shape)
+            f"mesh {mesh_shape[0]}x{mesh_shape[1]}, {self.num_cqs} command queue(s), policy {dtype_policy}")
+        self.device = open_model_device(mesh_shape, self.num_cqs)
         log(f"Opened {'a MOCK P150' if mock else 'the p150a'} as a {mesh_shape[0]}x{mesh_shape[1]} mesh "
             f"({time.perf_counter() - t0:.1f} s)")
-        self.policy = TTGr00tPolicy.build(checkpoint, self.device, cache_root=cache_root, weights_id=weights_id,
-                                          policy=self.policy_settings, layout=layout, traced=not mock, log=log)
+        if mock and num_cqs == 2:
+            log("GR00T_NUM_CQS=2 runs as 1 command queue on the mock P150 (its wait_for_event crashes); "
+                "the two-queue protocol needs a card")
+        self.policy = load(spec.tt_policy_cls).build(
+            checkpoint, self.device, cache_root=cache_root, weights_id=weights_id, policy=self.policy_settings,
+            layout=layout, traced=not mock, num_cqs=self.num_cqs, log=log)
         inputs = self.policy.prepare(parse_observation(warmup_request, self.policy.layout),
                                      noise=warmup_request.get("noise"))
         model = self.policy.model
-        model.write_inputs(model.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise))
+        model.write_inputs(model.host_inputs_for(inputs))
         t0 = time.perf_counter()
         if mock:
             model.forward()
@@ -122,5 +131,6 @@ class TTNNBackend(PolicyBackend):
         return {"name": "ttnn", "device": "mock-p150" if self.mock else "p150a",
                 "dtype": self.policy_settings.dtype_policy,
                 "policy": self.policy_settings.to_dict(), "traced": not self.mock, "mock": self.mock,
-                "seq_len_padded": self.policy.model.shapes.seq_len, "programs": self.programs, "reason": self.reason,
+                "seq_len_padded": self.policy.model.shapes.seq_len, "programs": self.programs,
+                "num_cqs": self.num_cqs, "num_cqs_requested": self.requested_cqs, "reason": self.reason,
                 **({"warning": MOCK_WARNING} if self.mock else {})}

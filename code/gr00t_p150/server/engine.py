@@ -105,8 +105,8 @@ class Engine:
                 return self._open_ttnn("GR00T_TT_MOCK=1 (test mode)" if c.tt_mock else "GR00T_BACKEND=ttnn")
             if present and get_spec(c.version).ttnn:
                 return self._open_ttnn("auto: a Tenstorrent device is present")
-            self.backend_choice = ("auto: a Tenstorrent device is present but the TT-NN port serves N1.5 only; "
-                                   if present else "auto: no Tenstorrent device; ")
+            self.backend_choice = (f"auto: a Tenstorrent device is present but the TT-NN port does not serve "
+                                   f"{c.version}; " if present else "auto: no Tenstorrent device; ")
         from gr00t_p150.backends.torch_backend import TorchBackend, pick_torch_device
 
         try:
@@ -142,7 +142,8 @@ class Engine:
             backend = TTNNBackend(self.weights.path, c.version, c.layout, mesh_shape=c.mesh_shape,
                                   cache_root=c.tt_cache, weights_id=weights_id, dtype_policy=c.tt_policy,
                                   trace_layout=c.tt_trace_layout, mock=c.tt_mock,
-                                  warmup_request=load_demo_request(c.version), reason=self.backend_choice, log=log.info)
+                                  warmup_request=load_demo_request(c.version), reason=self.backend_choice, log=log.info,
+                                  num_cqs=c.tt_num_cqs)
         except TTNNBackendError as exc:
             raise BootError(str(exc)) from None
         except Exception as exc:  # a device or conversion failure: one line, the cause named

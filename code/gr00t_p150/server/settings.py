@@ -69,6 +69,7 @@ class ServerConfig:
     drain_timeout_s: float = 60.0  # GR00T_DRAIN_TIMEOUT_S: after SIGTERM, exit even if work is still running
     api_key: str | None = field(default=None, repr=False)  # GR00T_API_KEY: never logged, never in to_dict
     auth_routes: tuple[str, ...] = AUTH_ROUTES  # GR00T_AUTH_ROUTES: what needs the key when one is set
+    tt_num_cqs: int = 1  # GR00T_NUM_CQS: TT command queues (2: inputs uploaded on CQ 1); default per version
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -191,4 +192,5 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         drain_timeout_s=_seconds(env, "GR00T_DRAIN_TIMEOUT_S", 60.0, 1.0, 3600.0),
         api_key=parse_api_key(env),
         auth_routes=parse_auth_routes(env),
+        tt_num_cqs=_int(env, "GR00T_NUM_CQS", spec.tt_num_cqs, 1, 2),
     )

@@ -126,3 +126,60 @@ def test_shutdown_releases_the_traces_and_closes_the_device(server_env, tmp_path
     assert out["after"] == ["release traces", "close device"]  # once, at shutdown, in that order
     assert out["device"] is None and out["traces"] == 0
     assert "Backend closed: ttnn" in proc.stderr
+
+
+# ---- N1.7 DROID through the same backend ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mock_server_n17(server_env, tmp_path_factory):
+    env = {**server_env, "GR00T_VERSION": "n17", "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1",
+           "GR00T_CACHE": str(tmp_path_factory.mktemp("ttnn-cache-n17"))}
+    log = tmp_path_factory.mktemp("uvicorn-ttnn-n17") / "server.log"
+    proc, url = serve(env, log, timeout_s=300)
+    yield url, log
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_n17_boots_on_the_mock_and_reports_its_queues(mock_server_n17):
+    url, log = mock_server_n17
+    text = log.read_text()
+    for phrase in ("TT weight cache written", "Opening device: ttnn MOCK P150", "1 command queue(s)",
+                   "GR00T_NUM_CQS=2 runs as 1 command queue on the mock P150", "Compiled the untraced model",
+                   "Fidelity gate skipped", "Application startup complete"):
+        assert phrase in text, phrase
+    info = get(url + "/info")
+    backend = info["backend"]
+    assert info["version"] == "n17" and info["stage"] == "stage1-ttnn-mock-untraced"
+    assert backend["name"] == "ttnn" and backend["mock"] is True and backend["seq_len_padded"] == 512
+    assert backend["num_cqs"] == 1 and backend["num_cqs_requested"] == 2  # the published N1.7 default is 2
+    assert info["config"]["tt_num_cqs"] == 2
+
+
+def test_an_n17_request_travels_the_whole_tt_path_and_is_flagged(mock_server_n17):
+    url, _ = mock_server_n17
+    demo = get(url + "/demo")
+    out = post(url + "/predict", {**demo["request"], "return_normalized": True})
+    assert out["backend"] == {"name": "ttnn", "device": "mock-p150", "dtype": "mixed_dit", "mock": True}
+    assert out["warning"].startswith("MOCK DEVICE")
+    assert {k: (len(v), len(v[0])) for k, v in out["actions"].items()} == {
+        "eef_9d": (40, 9), "gripper_position": (40, 1), "joint_position": (40, 7)}
+    assert all(v == 0.0 for row in out["action_pred_normalized"] for v in row)  # nothing computed, nothing hidden
+    assert out["timing_ms"]["device"] > 0
+
+
+def test_an_n17_instruction_over_the_limit_is_refused_before_the_device(mock_server_n17):
+    url, _ = mock_server_n17
+    demo = get(url + "/demo")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        post(url + "/predict", {**demo["request"], "instruction": "word " * 60})
+    assert err.value.code == 400 and json.loads(err.value.read())["error"]["field"] == "instruction"
+
+
+@pytest.mark.parametrize("which", ["n15", "n17"])
+def test_the_smoke_test_passes_against_the_mock_servers(which, request):
+    url, _ = request.getfixturevalue("mock_server" if which == "n15" else "mock_server_n17")
+    proc = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url, "-v"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("PASS smoke_test") and "MOCK device" in proc.stdout
+    assert "stage stage1-ttnn-mock-untraced" in proc.stdout

@@ -130,6 +130,15 @@ def qwen_pixel_values(frames: list[np.ndarray], patch_size: int = PATCH_SIZE,
     return torch.cat(patches), torch.tensor(grids, dtype=torch.int64)
 
 
+def droid_patch_grid(height: int = 180, width: int = 320, patch_size: int = PATCH_SIZE,
+                     merge_size: int = MERGE_SIZE) -> tuple[int, int, int]:
+    """The [t, h, w] patch grid a frame of this size lands on through ``droid_frame`` and the smart resize
+    (the DROID client's 180×320: (1, 16, 28)). A static-shape backend builds for it and refuses others."""
+    h, w = droid_frame(np.zeros((height, width, 3), dtype=np.uint8)).shape[:2]
+    rh, rw = smart_resize(h, w, factor=patch_size * merge_size)
+    return 1, rh // patch_size, rw // patch_size
+
+
 # ---- text and request checks --------------------------------------------------------------------
 def formalize_language(text: str) -> str:
     """GR00T's ``formalize_language``: lower-case, then drop every character that is not a word

@@ -46,6 +46,8 @@ class VersionSpec:
     tokenizer_env: str  # variable naming a local tokenizer directory
     eagle_tokens: bool  # the tokenizer adds NVIDIA's Eagle image tokens (N1.5) beyond Qwen3's
     ttnn: bool  # whether the TT-NN port serves this version
+    tt_policy_cls: str  # the TT-NN policy (``tt/ttnn_policy.py``)
+    tt_num_cqs: int  # default GR00T_NUM_CQS, as the published package runs it (N1.5: 1, N1.7: 2)
 
 
 SPECS: dict[str, VersionSpec] = {
@@ -73,6 +75,8 @@ SPECS: dict[str, VersionSpec] = {
         tokenizer_env="GR00T_TOKENIZER_DIR_N15",
         eagle_tokens=True,
         ttnn=True,
+        tt_policy_cls=f"{PORT}.tt.ttnn_policy:TTGr00tPolicy",
+        tt_num_cqs=1,
     ),
     "n17": VersionSpec(
         name="n17",
@@ -100,7 +104,9 @@ SPECS: dict[str, VersionSpec] = {
         synthetic_sidecars=f"{PORT}.common.synthetic:n17_sidecars",
         tokenizer_env="GR00T_TOKENIZER_DIR_N17",
         eagle_tokens=False,
-        ttnn=False,
+        ttnn=True,
+        tt_policy_cls=f"{PORT}.tt.ttnn_policy:TTGr00tPolicyN17",
+        tt_num_cqs=2,
     ),
 }
 VERSIONS = tuple(SPECS)

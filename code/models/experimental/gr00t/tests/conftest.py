@@ -27,6 +27,14 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_checkpoint_n17(tmp_path_factory):
+    from models.experimental.gr00t.common.synthetic import write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n17-tiny", scale="tiny", seed=0, version="n17",
+                            log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
 def tiny_policy(tiny_checkpoint):
     from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
 

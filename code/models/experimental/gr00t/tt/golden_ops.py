@@ -31,7 +31,7 @@ import torch
 
 # The TT modules that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
 TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head",
-              "ttnn_gr00t_n15", "ttnn_qwen3vl")
+              "ttnn_gr00t", "ttnn_gr00t_n15", "ttnn_qwen3vl", "ttnn_gr00t_n17")
 
 
 class _HostDevice:
@@ -120,8 +120,8 @@ def golden_ttnn(precision: str = "fp32"):
 @contextlib.contextmanager
 def golden_execution(precision: str = "fp32"):
     """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
-    from . import (ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t_n15, ttnn_qwen3,  # noqa: F401
-                   ttnn_qwen3vl, ttnn_siglip)
+    from . import (ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_gr00t_n15,  # noqa: F401
+                   ttnn_gr00t_n17, ttnn_qwen3, ttnn_qwen3vl, ttnn_siglip)
 
     shim = golden_ttnn(precision)
     modules = [sys.modules[f"{__package__}.{name}"] for name in TT_MODULES]
@@ -136,8 +136,8 @@ def golden_execution(precision: str = "fp32"):
 
 
 class GoldenModel:
-    """A ``TtGr00tN15`` built on host weights (converted by the same ``device_tensors`` rules and the same
-    dtype policy as the device cache) for golden execution. Call its methods inside ``execution()``."""
+    """A ``TtGr00tN15`` / ``TtGr00tN17`` built on host weights (converted by the same ``device_tensors`` rules
+    and the same dtype policy as the device cache) for golden execution. Call its methods inside ``execution()``."""
 
     def __init__(self, model, precision: str):
         self.model, self.precision = model, precision
@@ -151,16 +151,15 @@ class GoldenModel:
 
 def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None) -> GoldenModel:
     from .policy import TTPolicy
-    from .ttnn_policy import image_offset
     from .ttnn_common import DeviceWeights
-    from .ttnn_gr00t_n15 import TtGr00tN15, StaticShapes
-    from .weight_layout import device_tensors
+    from .ttnn_policy import build_tt_model
+    from .weight_cache import device_tensors_for
 
+    device_tensors = device_tensors_for(layout.version)
     policy = policy or TTPolicy()
     with golden_execution(precision) as shim:
         weights = {name: shim.from_torch(t, dtype=getattr(shim, policy.weight_dtype(name)))
                    for name, t, _ in device_tensors(lambda n: checkpoint.load(n, torch.float32), list(checkpoint.names),
                                                     config, layout)}
-        model = TtGr00tN15(DeviceWeights(HOST_DEVICE, weights), config,
-                        StaticShapes.gr1(config, image_offset(config, layout)))
+        model = build_tt_model(DeviceWeights(HOST_DEVICE, weights), config, layout)
     return GoldenModel(model, precision)

@@ -1,12 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The whole GR00T N1.5 network on TT-NN (twin of ``reference/torch_gr00t_n15.py``), cut into the four
-stages that become Metal traces: vision → llm → adapter → denoise.
+"""The whole GR00T N1.5 network on TT-NN (twin of ``reference/torch_gr00t_n15.py``): the Eagle backbone's
+vision and llm stages on top of ``ttnn_gr00t.TtGr00tModel`` (persistent inputs, adapter, denoise).
 
-Every request input lives in a persistent device buffer allocated once (``inputs``); each stage
-reads buffers and the previous stage's output and leaves its own output on ``self``. A trace captured
-over a stage therefore replays against the same addresses: writing new inputs and replaying the four
-traces is a whole request. ``host_inputs`` builds the host tensors for those buffers and refuses any
-input whose shape differs from the static one, before anything is written to the device.
+GR1 geometry: one 224² image whose 256 tokens sit at a fixed offset of a prompt padded to 384 rows.
+``host_inputs`` refuses any input off it before anything is written to the device.
 """
 
 from __future__ import annotations
@@ -18,13 +15,12 @@ import ttnn
 
 from ..common.configs_n15 import Gr00tN15Config
 from ..common.errors import InputError
-from .ttnn_action_head import TtActionHead
 from .ttnn_common import NEG_INF, DeviceWeights
 from .ttnn_eagle import TtEagle
+from .ttnn_gr00t import STAGES, TtGr00tModel, padded_ids
 from .weight_layout import patchify, tile_up
 
-STAGES = ("vision", "llm", "adapter", "denoise")
-PAD_TOKEN_ID = 151643  # <|endoftext|>: what the padded prompt rows embed (causal attention never reads them)
+__all__ = ["STAGES", "StaticShapes", "TtGr00tN15"]
 
 
 @dataclass(frozen=True)
@@ -59,24 +55,15 @@ class StaticShapes:
         }
 
 
-def _layout(name: str):
-    return ttnn.TILE_LAYOUT if name == "tile" else ttnn.ROW_MAJOR_LAYOUT
+class TtGr00tN15(TtGr00tModel):
+    STAGE_INPUTS = {"vision": ("patches",), "llm": ("input_ids",), "adapter": ("vl_mask", "state"),
+                    "denoise": ("cross_mask", "noise")}
 
-
-class TtGr00tN15:
     def __init__(self, weights: DeviceWeights, config: Gr00tN15Config, shapes: StaticShapes):
         if config.backbone.tokens_per_image != shapes.image_tokens:
             raise ValueError("static shapes were made for another image geometry")
-        self.w, self.config, self.shapes, self.device = weights, config, shapes, weights.device
+        super().__init__(weights, config, shapes)
         self.eagle = TtEagle(weights, config.backbone, shapes.seq_len, shapes.image_offset)
-        self.head = TtActionHead(weights, config.action_head)
-        self.inputs = {name: ttnn.allocate_tensor_on_device(ttnn.Shape(shape), getattr(ttnn, dtype), _layout(lay),
-                                                             self.device, ttnn.DRAM_MEMORY_CONFIG)
-                       for name, (shape, dtype, lay) in shapes.buffers().items()}
-        self.outputs: dict[str, object] = {}
-        # Once traces are captured, their replays write into the stage outputs above; an untraced stage call
-        # would replace (and free) those tensors under the traces, so it is refused from then on.
-        self.frozen = False
 
     # ---- host side ---------------------------------------------------------------------------------
     def host_inputs(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, state: torch.Tensor,
@@ -98,31 +85,19 @@ class TtGr00tN15:
             raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
         if tuple(noise.shape) != (1, s.horizon, s.action_dim):
             raise InputError("noise", f"must be [1, {s.horizon}, {s.action_dim}], got {tuple(noise.shape)}")
-        ids = torch.full((1, s.seq_len), PAD_TOKEN_ID, dtype=torch.int32)
-        ids[0, :n_real] = input_ids[0].to(torch.int32)
         vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
         vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
         cross_mask = torch.zeros(1, 1, s.dit_tokens, s.seq_len)
         cross_mask[..., n_real:] = NEG_INF
-        host = {"patches": patchify(pixel_values.float(), self.config.backbone.vision.patch_size), "input_ids": ids,
-                "vl_mask": vl_mask, "cross_mask": cross_mask, "state": state.float(), "noise": noise.float()}
-        out = {}
-        for name, (shape, dtype, lay) in s.buffers().items():
-            t = host[name]
-            if list(t.shape) != shape:
-                raise InputError(name, f"expected shape {shape}, got {list(t.shape)}")
-            out[name] = ttnn.from_torch(t, dtype=getattr(ttnn, dtype), layout=_layout(lay))
-        return out
+        return self.to_host_tensors({
+            "patches": patchify(pixel_values.float(), self.config.backbone.vision.patch_size),
+            "input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask, "cross_mask": cross_mask,
+            "state": state.float(), "noise": noise.float()})
 
-    def write_inputs(self, host: dict[str, ttnn.Tensor]) -> None:
-        for name, tensor in host.items():
-            ttnn.copy_host_to_device_tensor(tensor, self.inputs[name])
+    def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
+        return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise)
 
-    # ---- the four stages ---------------------------------------------------------------------------
-    def _check_unfrozen(self) -> None:
-        if self.frozen:
-            raise RuntimeError("this model has captured traces: run it through its traced TTRunner only")
-
+    # ---- the backbone stages -----------------------------------------------------------------------
     def vision(self, taps: dict | None = None) -> None:
         self._check_unfrozen()
         self.outputs["vit_embeds"] = self.eagle.vit_embeds(self.inputs["patches"], taps)
@@ -132,30 +107,5 @@ class TtGr00tN15:
         self.outputs["backbone_features"] = self.eagle.backbone_features(self.inputs["input_ids"],
                                                                          self.outputs["vit_embeds"])
 
-    def adapter(self, taps: dict | None = None) -> None:
-        self._check_unfrozen()
-        vl = self.head.condition(self.outputs["backbone_features"], self.inputs["vl_mask"])
-        self.outputs["vl_embs"] = vl
-        self.outputs["cross_kv"] = self.head.dit.cross_kv(vl)
-        self.outputs["state_features"] = self.head.state_features(self.inputs["state"])
-
-    def denoise(self, taps: dict | None = None) -> None:
-        self._check_unfrozen()
-        velocities = [] if taps is not None else None
-        o = self.outputs
-        o["action_pred"] = self.head.sample(self.inputs["noise"], o["state_features"], o["cross_kv"],
-                                            self.inputs["cross_mask"], velocities)
-        if taps is not None:
-            taps.update({f"velocity_{i}": v for i, v in enumerate(velocities)})
-
-    def forward(self, taps: dict | None = None) -> ttnn.Tensor:
-        """The untraced model over the current input buffers; ``taps`` collects stage outputs."""
-        for stage in STAGES:
-            getattr(self, stage)(taps)
-        if taps is not None:
-            taps.update({k: v for k, v in self.outputs.items() if k != "cross_kv"})
-        return self.outputs["action_pred"]
-
-    def read_actions(self) -> torch.Tensor:
-        """float32 normalised action chunk [1, H, D] (blocks until the device is done)."""
-        return ttnn.to_torch(self.outputs["action_pred"]).float()
+    def cross_mask(self):
+        return self.inputs["cross_mask"]

@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checkpoint → TT-NN device-layout weights, converted once on the host and cached on disk.
 
-The one door every TT module's weights go through: the tensors of ``weight_layout.device_tensors``
-(transposed, fused and tile-padded; see there), converted to ttnn host tensors in the dtypes the
+The one door every TT module's weights go through: the tensors of the version's ``device_tensors``
+(``weight_layout.py`` for N1.5, ``weight_layout_n17.py`` for N1.7: transposed, fused and tile-padded; see
+there), converted to ttnn host tensors in the dtypes the
 ``TTPolicy`` says. No device is needed (tiling needs only the cluster
 description, which a mock provides).
 
-The cache lives under ``GR00T_TT_CACHE`` in a folder keyed by (weights id, policy, layout, ttnn
-version, converter version): a second boot with the same key reads only ``.tensorbin`` files.
+The cache lives under ``GR00T_TT_CACHE`` in a folder named by the version and keyed by (weights id,
+policy, layout, ttnn version, converter version): a second boot with the same key reads only ``.tensorbin`` files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata
 import json
 import time
@@ -23,13 +25,18 @@ from pathlib import Path
 import torch
 
 from ..common.checkpoint import LazyCheckpoint
-from ..common.configs_n15 import Gr00tN15Config
 from ..common.layouts import Layout
+from ..common.versions import get_spec, load
 from .policy import TTPolicy
-from .weight_layout import device_tensors
 
 CONVERTER_VERSION = 2  # bump when a conversion rule changes: old caches are then ignored
 MANIFEST = "manifest.json"
+LAYOUT_MODULES = {"n15": "weight_layout", "n17": "weight_layout_n17"}  # version → its device_tensors' module
+
+
+def device_tensors_for(version: str) -> Callable:
+    """The version's ``device_tensors(load, names, config, layout)``."""
+    return importlib.import_module(f"{__package__}.{LAYOUT_MODULES[version]}").device_tensors
 
 
 @dataclass(frozen=True)
@@ -64,11 +71,12 @@ def convert_checkpoint(checkpoint_dir: str | Path, cache_root: str | Path, *, we
             log(f"TT weight cache hit: {path} ({len(manifest['tensors'])} tensors, {manifest['nbytes'] / 1e9:.2f} GB)")
             return CacheInfo(path, False, len(manifest["tensors"]), manifest["nbytes"], 0.0)
     ckpt = LazyCheckpoint(checkpoint_dir)
-    config = Gr00tN15Config.from_checkpoint(checkpoint_dir)
+    config = load(get_spec(layout.version).config_cls).from_checkpoint(checkpoint_dir)
     path.mkdir(parents=True, exist_ok=True)
     t0, nbytes, entries = time.perf_counter(), 0, {}
     log(f"Converting {len(ckpt.names)} checkpoint tensors to TT-NN layout ({policy.dtype_policy}) into {path}")
-    converted = device_tensors(lambda n: ckpt.load(n, torch.float32), list(ckpt.names), config, layout)
+    rules = device_tensors_for(layout.version)
+    converted = rules(lambda n: ckpt.load(n, torch.float32), list(ckpt.names), config, layout)
     for i, (name, tensor, tt_layout) in enumerate(converted):
         dtype = policy.weight_dtype(name)
         host = ttnn.from_torch(tensor, dtype=getattr(ttnn, dtype),

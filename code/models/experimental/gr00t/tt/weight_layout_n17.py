@@ -23,7 +23,10 @@ from collections.abc import Callable, Iterator
 import torch
 
 from ..common.configs import ActionHeadConfig, DiTConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
+from ..common.configs_n17 import Gr00tN17Config
 from ..common.embeddings import vision_position_embedding
+from ..common.layouts import Layout
+from ..common.preprocessing_n17 import droid_patch_grid
 from .weight_layout import DIT, HEAD, TILE, VLSA, _attention, category_row, generic, linear_t, row, tile_up
 
 VISUAL = "backbone.model.model.visual."
@@ -119,3 +122,22 @@ def head_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
             yield name, w[: c.action_horizon].contiguous(), "tile"
         else:
             yield generic(name, w)
+
+
+def static_grids(config: Gr00tN17Config, layout: Layout) -> list[list[int]]:
+    """The [t, h, w] patch grid of every image of the layout, for frames of the DROID client's size (every
+    frame inside the layout's aspect range lands on it); the TT model is built for these grids."""
+    v = config.backbone.vision
+    return [list(droid_patch_grid(patch_size=v.patch_size, merge_size=v.spatial_merge_size))
+            for _ in range(layout.n_images)]
+
+
+def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config: Gr00tN17Config,
+                   layout: Layout) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """Every tensor the N1.7 TT model reads (``weight_layout.device_tensors``' counterpart): the vision tower at
+    the layout's static patch grids, the kept text layers with the embedding table, the action head with the
+    layout's embodiment rows. The stored ``lm_head`` and the text layers past ``select_layer`` are skipped."""
+    b = config.backbone
+    yield from vision_device_tensors(load, names, b.vision, static_grids(config, layout))
+    yield from text_device_tensors(load, names, b.text, b.select_layer)
+    yield from head_device_tensors(load, names, config.action_head, layout.embodiment_id)

@@ -26,6 +26,22 @@ def expected_norm_calls(config: Gr00tN15Config) -> Counter:
     return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
 
 
+def expected_attention_calls_n17(config) -> int:
+    """N1.7: Qwen3-VL vision blocks + kept text layers + VL self-attention + AlternateVLDiT × Euler steps."""
+    b, h = config.backbone, config.action_head
+    return (b.vision.depth + b.select_layer + h.vl_self_attention.num_layers
+            + h.dit.num_layers * h.num_inference_timesteps)
+
+
+def expected_norm_calls_n17(config) -> Counter:
+    b, h = config.backbone, config.action_head
+    layer_norms = (2 * b.vision.depth + len(b.vision.deepstack_visual_indexes) + 1  # blocks, DeepStack + final mergers
+                   + 1 + 2 * h.vl_self_attention.num_layers  # vlln + adapter blocks
+                   + h.num_inference_timesteps * (2 * h.dit.num_layers + 1))  # DiT norm1/norm3 + norm_out per step
+    rms_norms = 4 * b.select_layer  # input/post-attention + per-head q/k norms; N1.7 applies no final norm
+    return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
+
+
 def count_calls(calltrace: list[str], op: str) -> int:
     """Top-level calls of ``ttnn.<op>`` in a graph-capture calltrace."""
     return sum(1 for name in calltrace if name == f"ttnn.{op}")

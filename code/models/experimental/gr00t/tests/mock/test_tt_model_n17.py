@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The whole N1.7 TT model (``tt/ttnn_gr00t_n17.py``) at tiny scale, from a synthetic checkpoint in the real
+format through the weight cache, on the DROID demo request.
+
+Golden path: the unchanged TT code with every ttnn op replaced by its golden function must reproduce the fp32
+reference policy (``reference/torch_policy_n17``, itself tested against transformers) at every stage tap;
+breaking the text-only cross-attention keys breaks it. Mock P150: every op validated, the op graph as the
+config implies, static shapes in DRAM, every converted weight read, no program rebuilt, each stage reading
+exactly the inputs ``STAGE_INPUTS`` declares, and inputs off the static geometry refused before any write."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
+from models.experimental.gr00t.common.errors import InputError
+from models.experimental.gr00t.common.observation import parse_observation
+from models.experimental.gr00t.common.quality import max_abs_diff
+
+from .tt_expect import captured_forward, count_calls, expected_attention_calls_n17, expected_norm_calls_n17
+
+pytestmark = pytest.mark.mock
+
+TAPS = ("vision_embeds", "backbone_features", "vl_embs", "state_features",
+        "velocity_0", "velocity_1", "velocity_2", "velocity_3", "action_pred")
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_checkpoint_n17):
+    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.reference.torch_policy_n17 import ReferencePolicyN17
+
+    ref = ReferencePolicyN17.from_checkpoint(tiny_checkpoint_n17)
+    request = load_demo_request("n17")
+    inputs = ref.prepare(parse_observation(request, ref.layout), noise=request["noise"])
+    return ref, inputs, ref.infer(inputs)
+
+
+def run_golden(checkpoint, ref, inputs, mutate=None) -> dict:
+    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+
+    model = golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, "fp32")
+    with model.execution():
+        host = model.host_inputs_for(inputs)
+        if mutate:
+            mutate(host)
+        model.write_inputs(host)
+        taps = {}
+        model.forward(taps)
+    return taps
+
+
+def compare(tt: dict, taps: dict, seq_len: int, relative: bool = False) -> dict[str, float]:
+    """max |TT − reference| per tap (``relative``: divided by the tap's largest reference magnitude)."""
+    out = {}
+    for name in TAPS:
+        got = tt[name].float()
+        if name in ("backbone_features", "vl_embs"):
+            got = got[:, :seq_len]  # the padded prompt rows are never read
+        want = taps[name].float()
+        out[name] = max_abs_diff(got.reshape(want.shape).numpy(), want.numpy())
+        if relative:
+            out[name] /= max(float(want.abs().max()), 1e-12)
+    return out
+
+
+def test_the_n17_tt_data_flow_equals_the_fp32_reference_at_every_tap(mock_device, tiny_checkpoint_n17, reference):
+    ref, inputs, taps = reference
+    s = inputs.input_ids.shape[1]
+    assert s < 512  # the padding and its masks are exercised
+    tt = run_golden(tiny_checkpoint_n17, ref, inputs)
+    diffs, rel = compare(tt, taps, s), compare(tt, taps, s, relative=True)
+    print("golden N1.7 TT data flow vs fp32 reference policy, max |d| (÷ the tap's peak |x|) per tap:",
+          ", ".join(f"{name} {diffs[name]:.1e} ({rel[name]:.1e})" for name in TAPS))
+    # fp32 accumulation-order noise only: the gate is 1e-5 of each tap's peak (the backbone feature peaks near 7)
+    assert max(rel.values()) < 1e-5, rel
+    moved = max_abs_diff(taps["action_pred"].numpy(), inputs.noise.numpy())
+    assert moved > 0.1  # the chunk compared is one the model really changed
+
+
+def test_text_cross_keys_that_include_the_images_would_be_caught(mock_device, tiny_checkpoint_n17, reference):
+    """The comparison has teeth: text-only cross blocks that also see the image rows break the action taps and
+    nothing before them."""
+    ref, inputs, taps = reference
+    s = inputs.input_ids.shape[1]
+
+    def open_images(host):
+        host["text_keys"][..., :s] = 0.0
+
+    diffs = compare(run_golden(tiny_checkpoint_n17, ref, inputs, mutate=open_images), taps, s)
+    assert diffs["vl_embs"] < 1e-5
+    assert diffs["velocity_0"] > 1e-3 and diffs["action_pred"] > 1e-3, diffs
+
+
+def test_every_static_prompt_has_the_same_positions(mock_device, tiny_checkpoint_n17, reference):
+    """The M-RoPE tables are built once: every instruction length gives the same position ids on its real rows
+    as the reference's own ``rope_index`` of that prompt."""
+    from models.experimental.gr00t.common.embeddings import rope_index
+    from models.experimental.gr00t.common.prompts import encode_n17_prompt
+    from models.experimental.gr00t.tt.ttnn_gr00t_n17 import StaticShapesN17
+    from models.experimental.gr00t.tt.ttnn_policy import image_rows_n17
+    from models.experimental.gr00t.tt.weight_layout_n17 import static_grids
+
+    ref, inputs, _ = reference
+    grids = static_grids(ref.config, ref.layout)
+    assert grids == inputs.image_grid_thw.tolist()
+    shapes = StaticShapesN17.droid(ref.config, grids, image_rows_n17(ref.config, ref.layout, grids))
+    static = shapes.position_ids(ref.config.backbone)
+    for text in ("go", "put the marker in the bowl", " ".join(["word"] * 50)):
+        ids = encode_n17_prompt(text, tokens_per_image=[112] * 4, max_text_tokens=51).input_ids
+        want = rope_index(torch.tensor([ids]), inputs.image_grid_thw, ref.config.backbone)[:, 0]
+        assert len(ids) <= shapes.seq_len
+        assert torch.equal(static[:, : len(ids)], want), text
+
+
+# ---- the same model on the mock P150 ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tt_policy(mock_device, tiny_checkpoint_n17, tmp_path_factory):
+    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicyN17
+
+    return TTGr00tPolicyN17.build(tiny_checkpoint_n17, mock_device, cache_root=tmp_path_factory.mktemp("tt-cache"),
+                                  weights_id="tiny-n17-seed0", traced=False, num_cqs=1, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def traced_forward(tt_policy, reference, mock_device):
+    _, inputs, _ = reference
+    m = tt_policy.model
+    m.write_inputs(m.host_inputs_for(inputs))
+    return captured_forward(m, mock_device)
+
+
+def test_the_n17_op_graph_has_every_layer_of_the_config(traced_forward, tt_policy):
+    _, calls, _ = traced_forward
+    config = tt_policy.config
+    assert count_calls(calls, "transformer.scaled_dot_product_attention") == expected_attention_calls_n17(config)
+    norms = expected_norm_calls_n17(config)
+    assert count_calls(calls, "layer_norm") == norms["layer_norm"]
+    assert count_calls(calls, "rms_norm") == norms["rms_norm"]
+    assert count_calls(calls, "embedding") == 1
+
+
+def test_n17_stage_outputs_have_static_shapes_dtypes_and_live_in_dram(traced_forward, tt_policy):
+    import ttnn
+
+    taps, _, _ = traced_forward
+    c, s = tt_policy.config, tt_policy.model.shapes
+    d_llm, h = c.backbone.text.hidden_size, c.action_head
+    want = {
+        "vision_embeds": ((1, 448, c.backbone.vision.out_hidden_size), ttnn.bfloat16),
+        "backbone_features": ((1, s.seq_len, d_llm), ttnn.bfloat16),
+        "vl_embs": ((1, s.seq_len, d_llm), ttnn.bfloat16),
+        "state_features": ((1, 1, h.input_embedding_dim), ttnn.bfloat16),
+        "velocity_0": ((1, 40, 132), ttnn.bfloat16),
+        "action_pred": ((1, 40, 132), ttnn.float32),  # the Euler state stays fp32 on the device
+    }
+    for name, (shape, dtype) in want.items():
+        t = taps[name]
+        assert tuple(t.shape) == shape and t.dtype == dtype, (name, tuple(t.shape), t.dtype)
+        assert t.layout == ttnn.TILE_LAYOUT and t.memory_config().buffer_type == ttnn.BufferType.DRAM, name
+    assert s.seq_len == 512 and s.dit_tokens == 64 and s.grids == ((1, 16, 28),) * 4
+
+
+def test_n17_every_weight_is_read_and_a_second_forward_builds_nothing(traced_forward, tt_policy, mock_device):
+    _, calls, _ = traced_forward
+    w = tt_policy.model.w
+    assert len(calls) > 500
+    assert w.used == set(w.names())
+    before = mock_device.num_program_cache_entries()
+    tt_policy.model.forward()
+    assert mock_device.num_program_cache_entries() == before
+    assert torch.count_nonzero(tt_policy.model.read_actions()) == 0  # the mock computes nothing
+
+
+def test_each_stage_reads_exactly_the_inputs_it_declares(tt_policy, traced_forward):
+    """The two-queue runner uploads each input just before the stage that reads it (and waits for that
+    stage before the next upload), so the declaration must be the truth."""
+
+    class Recording(dict):
+        def __init__(self, data):
+            super().__init__(data)
+            self.read = set()
+
+        def __getitem__(self, name):
+            self.read.add(name)
+            return super().__getitem__(name)
+
+    m = tt_policy.model
+    saved = m.inputs
+    try:
+        for stage, declared in m.STAGE_INPUTS.items():
+            m.inputs = Recording(saved)
+            getattr(m, stage)()
+            assert m.inputs.read == set(declared), stage
+    finally:
+        m.inputs = saved
+
+
+def test_n17_inputs_off_the_static_geometry_are_refused_before_any_device_write(tt_policy, reference, monkeypatch):
+    import ttnn
+
+    _, i, _ = reference
+    writes = []
+    monkeypatch.setattr(ttnn, "copy_host_to_device_tensor", lambda *a, **k: writes.append(a))
+    m = tt_policy.model
+    other_grid = torch.tensor([[1, 16, 16]] * 4)
+    moved = torch.cat([i.input_ids[:, :1], i.input_ids], dim=1)  # every image row one later
+    too_long = torch.cat([i.input_ids, i.input_ids[:, -100:]], dim=1)
+    cases = {
+        "images": (i.pixel_values, i.input_ids, other_grid, i.state, i.noise),
+        "instruction": (i.pixel_values, too_long, i.image_grid_thw, i.state, i.noise),
+        "noise": (i.pixel_values, i.input_ids, i.image_grid_thw, i.state, i.noise[:, :16]),
+        "state": (i.pixel_values, i.input_ids, i.image_grid_thw, i.state[..., :32], i.noise),
+    }
+    for field, args in cases.items():
+        with pytest.raises(InputError) as err:
+            tt_policy.runner.run(m.host_inputs(*args))
+        assert err.value.field == field
+    with pytest.raises(InputError, match="static DROID layout"):
+        m.host_inputs(i.pixel_values, moved, i.image_grid_thw, i.state, i.noise)
+    with pytest.raises(InputError, match="patch rows"):
+        m.host_inputs(i.pixel_values[:-4], i.input_ids, i.image_grid_thw, i.state, i.noise)
+    assert writes == []
+
+
+def test_the_n17_policy_answers_through_the_reference_host_chain(tt_policy, reference):
+    """prepare → infer (untraced on the mock) → finish: the DROID actions in physical units, of the right shapes."""
+    from models.experimental.gr00t.common.timing import Stopwatch
+
+    _, inputs, _ = reference
+    clock = Stopwatch()
+    chunk = tt_policy.infer(inputs, clock)["action_pred"]
+    assert list(clock.ms) == ["host_inputs", "upload", "vision", "llm", "adapter", "denoise", "readback"]
+    _, actions = tt_policy.finish(chunk, inputs)
+    assert {k: v.shape for k, v in actions.items()} == {"eef_9d": (40, 9), "gripper_position": (40, 1),
+                                                        "joint_position": (40, 7)}

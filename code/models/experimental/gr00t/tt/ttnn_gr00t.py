@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the TT-NN networks of every version share (twin of ``reference/torch_gr00t.py``): the four stages
+that become Metal traces (vision → llm → adapter → denoise), over persistent input buffers.
+
+Every request input lives in a device buffer allocated once (``inputs``); each stage reads buffers and
+the previous stage's output and leaves its own output on ``self.outputs``. A trace captured over a stage
+therefore replays against the same addresses: writing new inputs and replaying the four traces is a whole
+request. ``ttnn_gr00t_n15.py`` / ``_n17.py`` add the backbone stages and ``host_inputs``, which builds the
+host tensors for those buffers and refuses any input off the static shapes before anything is written.
+
+The two adapter/denoise stages are the same for both versions: ``condition`` (vlln + VL self-attention)
+under the prompt's key mask, the cross-attention K/V of every cross block, the state token, then four
+Euler steps; only the cross-attention masks differ (one for N1.5, text-only and image-only for N1.7).
+"""
+
+from __future__ import annotations
+
+import torch
+import ttnn
+
+from ..common.errors import InputError
+from .ttnn_action_head import TtActionHead
+from .runner import STAGES
+from .ttnn_common import DeviceWeights
+
+__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "padded_ids", "tt_layout"]
+PAD_TOKEN_ID = 151643  # <|endoftext|>: what the padded prompt rows embed (causal attention never reads them)
+
+
+def tt_layout(name: str):
+    return ttnn.TILE_LAYOUT if name == "tile" else ttnn.ROW_MAJOR_LAYOUT
+
+
+def padded_ids(input_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """[1, S] → [1, seq_len] int32, the tail filled with ``PAD_TOKEN_ID``."""
+    ids = torch.full((1, seq_len), PAD_TOKEN_ID, dtype=torch.int32)
+    ids[0, : input_ids.shape[-1]] = input_ids[0].to(torch.int32)
+    return ids
+
+
+class TtGr00tModel:
+    """Persistent inputs, the adapter and denoise stages, and the freeze that protects captured traces.
+    ``shapes.buffers()`` names the inputs: name → (shape, ttnn dtype name, "tile" | "row_major");
+    ``STAGE_INPUTS`` says which stage reads which input (the two-queue runner orders uploads by it, and a
+    mock test checks it against what every stage really reads)."""
+
+    STAGE_INPUTS: dict[str, tuple[str, ...]]
+
+    def __init__(self, weights: DeviceWeights, config, shapes):
+        declared = sorted(n for names in self.STAGE_INPUTS.values() for n in names)
+        if declared != sorted(shapes.buffers()) or list(self.STAGE_INPUTS) != list(STAGES):
+            raise ValueError(f"STAGE_INPUTS {self.STAGE_INPUTS} must name every input buffer once, stage by stage")
+        self.w, self.config, self.shapes, self.device = weights, config, shapes, weights.device
+        self.head = TtActionHead(weights, config.action_head)
+        self.inputs = {name: ttnn.allocate_tensor_on_device(ttnn.Shape(shape), getattr(ttnn, dtype), tt_layout(lay),
+                                                             self.device, ttnn.DRAM_MEMORY_CONFIG)
+                       for name, (shape, dtype, lay) in shapes.buffers().items()}
+        self.outputs: dict[str, object] = {}
+        # Once traces are captured, their replays write into the stage outputs above; an untraced stage call
+        # would replace (and free) those tensors under the traces, so it is refused from then on.
+        self.frozen = False
+
+    # ---- host side ---------------------------------------------------------------------------------
+    def to_host_tensors(self, host: dict[str, torch.Tensor]) -> dict[str, ttnn.Tensor]:
+        """torch tensors → ttnn host tensors of every buffer, each checked against its static shape."""
+        out = {}
+        for name, (shape, dtype, lay) in self.shapes.buffers().items():
+            t = host[name]
+            if list(t.shape) != shape:
+                raise InputError(name, f"expected shape {shape}, got {list(t.shape)}")
+            out[name] = ttnn.from_torch(t, dtype=getattr(ttnn, dtype), layout=tt_layout(lay))
+        return out
+
+    def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
+        """``host_inputs`` of a ``PreparedInputs`` (the version's own signature)."""
+        raise NotImplementedError
+
+    def write_inputs(self, host: dict[str, ttnn.Tensor], cq_id: int = 0) -> None:
+        for name, tensor in host.items():
+            ttnn.copy_host_to_device_tensor(tensor, self.inputs[name], cq_id=cq_id)
+
+    # ---- stages ------------------------------------------------------------------------------------
+    def _check_unfrozen(self) -> None:
+        if self.frozen:
+            raise RuntimeError("this model has captured traces: run it through its traced TTRunner only")
+
+    def cross_mask(self):
+        """What ``TtActionHead.sample`` takes as the cross-attention mask (a buffer, or a dict of buffers)."""
+        raise NotImplementedError
+
+    def adapter(self, taps: dict | None = None) -> None:
+        self._check_unfrozen()
+        vl = self.head.condition(self.outputs["backbone_features"], self.inputs["vl_mask"])
+        self.outputs["vl_embs"] = vl
+        self.outputs["cross_kv"] = self.head.dit.cross_kv(vl)
+        self.outputs["state_features"] = self.head.state_features(self.inputs["state"])
+
+    def denoise(self, taps: dict | None = None) -> None:
+        self._check_unfrozen()
+        velocities = [] if taps is not None else None
+        o = self.outputs
+        o["action_pred"] = self.head.sample(self.inputs["noise"], o["state_features"], o["cross_kv"],
+                                            self.cross_mask(), velocities)
+        if taps is not None:
+            taps.update({f"velocity_{i}": v for i, v in enumerate(velocities)})
+
+    def forward(self, taps: dict | None = None) -> ttnn.Tensor:
+        """The untraced model over the current input buffers; ``taps`` collects stage outputs."""
+        for stage in STAGES:
+            getattr(self, stage)(taps)
+        if taps is not None:
+            taps.update({k: v for k, v in self.outputs.items() if k != "cross_kv" and not k.startswith("deepstack")})
+        return self.outputs["action_pred"]
+
+    def read_actions(self) -> torch.Tensor:
+        """float32 normalised action chunk [1, H, D] (blocks until the device is done)."""
+        return ttnn.to_torch(self.outputs["action_pred"]).float()
