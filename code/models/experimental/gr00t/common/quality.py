@@ -34,6 +34,9 @@ SERVE_GROUP_PCC_MIN = 0.9999
 SERVE_GROUP_SPREAD_MIN = 0.2
 TT_STAGE_PCC_GATES = {"vit_block_first": 0.9999, "vision_features": 0.993, "backbone_features": 0.995,
                       "vl_embs": 0.991, "action_pred": SERVE_GROUP_PCC_MIN}
+# N1.7: the gates the published N1.7 package's card quotes for taps this port exposes (its gate file is not
+# public): the first DeepStack merger 0.9998, the first LLM layer 0.991, the action groups 0.9998.
+TT_STAGE_PCC_GATES_N17 = {"deepstack_0": 0.9998, "llm_layer_first": 0.991, "action_pred": 0.9998}
 
 
 def _f64(x) -> np.ndarray:

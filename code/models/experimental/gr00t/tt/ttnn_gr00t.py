@@ -109,7 +109,7 @@ class TtGr00tModel:
         for stage in STAGES:
             getattr(self, stage)(taps)
         if taps is not None:
-            taps.update({k: v for k, v in self.outputs.items() if k != "cross_kv" and not k.startswith("deepstack")})
+            taps.update({k: v for k, v in self.outputs.items() if k != "cross_kv"})
         return self.outputs["action_pred"]
 
     def read_actions(self) -> torch.Tensor:

@@ -142,7 +142,7 @@ class TtGr00tN17(TtGr00tModel):
         self._check_unfrozen()
         o, b = self.outputs, self.backbone
         deepstack = [o[f"deepstack_{i}"] for i in range(len(self.config.backbone.vision.deepstack_visual_indexes))]
-        o["backbone_features"] = b.text(b.splice(self.inputs["input_ids"], o["vision_embeds"]), deepstack)
+        o["backbone_features"] = b.text(b.splice(self.inputs["input_ids"], o["vision_embeds"]), deepstack, taps)
 
     def cross_mask(self):
         return {"text": self.inputs["text_keys"], "image": self.image_keys}

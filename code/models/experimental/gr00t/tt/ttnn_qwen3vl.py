@@ -118,11 +118,14 @@ class TtQwen3VLText(TtQwen3):
         self.cos, self.sin = put(cos[None, None]), put(sin[None, None])
         self.rot, self.placement = put(rotate_half_matrix(hd, padded)[None, None]), put(placement[None])
 
-    def __call__(self, embeds: ttnn.Tensor, deepstack: list[ttnn.Tensor]) -> ttnn.Tensor:
-        """[1, S_pad, D] embeddings, DeepStack features [1, N_image, D] → last kept layer's output [1, S_pad, D]."""
+    def __call__(self, embeds: ttnn.Tensor, deepstack: list[ttnn.Tensor], taps: dict | None = None) -> ttnn.Tensor:
+        """[1, S_pad, D] embeddings, DeepStack features [1, N_image, D] → last kept layer's output [1, S_pad, D];
+        ``taps["llm_layer_first"]``: the first layer's output, before its DeepStack add."""
         x = embeds
         for i in range(self.n):
             x = self.layer(x, i)
+            if taps is not None and i == 0:
+                taps["llm_layer_first"] = x
             if i < len(deepstack):
                 placed = ttnn.matmul(self.placement, deepstack[i], memory_config=ttnn.DRAM_MEMORY_CONFIG,
                                      compute_kernel_config=self.w.norm_config)

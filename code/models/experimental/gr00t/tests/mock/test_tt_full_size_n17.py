@@ -161,3 +161,83 @@ def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
     assert mock_device.num_program_cache_entries() == before
     assert list(out.shape) == [1, 40, 132] and out.dtype == ttnn.float32
     assert weights.used == set(weights.names())
+
+
+# ---- the whole full-size N1.7 model, stage by stage ------------------------------------------------------
+def full_n17_model(device):
+    """The full-size N1.7 TT model over device weights of the real converted shapes and dtypes: the checkpoint
+    inventory's tensors (zeros) through ``weight_layout_n17.device_tensors`` and the default dtype policy, each
+    allocated on the mock in its cached layout (the mock computes nothing, so the values never matter)."""
+    import ttnn
+
+    from models.experimental.gr00t.common.layouts import DROID
+    from models.experimental.gr00t.common.weights import n17_inventory
+    from models.experimental.gr00t.tt.policy import TTPolicy
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
+    from models.experimental.gr00t.tt.ttnn_policy import build_tt_model
+    from models.experimental.gr00t.tt.weight_layout_n17 import device_tensors
+
+    config, policy = Gr00tN17Config.full(), TTPolicy()
+    shapes = {s.name: s.shape for s in n17_inventory(config)}
+    tensors = {}
+    for name, t, kind in device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), config, DROID):
+        layout = ttnn.TILE_LAYOUT if kind == "tile" else ttnn.ROW_MAJOR_LAYOUT
+        dtype = getattr(ttnn, policy.weight_dtype(name))
+        tensors[name] = ttnn.allocate_tensor_on_device(ttnn.Shape(list(t.shape)), dtype, layout, device,
+                                                       ttnn.DRAM_MEMORY_CONFIG)
+    return build_tt_model(DeviceWeights(device, tensors), config, DROID), config, DROID
+
+
+def droid_host_inputs(model, config, layout):
+    """A DROID request's host tensors at full size: zero patches, a real prompt, zero state and noise."""
+    from models.experimental.gr00t.common.prompts import encode_n17_prompt
+
+    s, merge = model.shapes, config.backbone.vision.spatial_merge_size**2
+    ids = encode_n17_prompt("put the marker in the bowl", tokens_per_image=[t * h * w // merge for t, h, w in s.grids],
+                            max_text_tokens=layout.max_text_tokens).input_ids
+    h = config.action_head
+    return model.host_inputs(torch.zeros(s.patches, s.patch_dim), torch.tensor([ids]), torch.tensor(s.grids),
+                             torch.zeros(1, 1, h.max_state_dim), torch.zeros(1, h.action_horizon, h.action_dim))
+
+
+def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
+    import ttnn
+
+    from models.experimental.gr00t.tt.runner import STAGES
+    from models.experimental.gr00t.tt.trace_safety import check
+
+    from .tt_expect import expected_attention_calls_n17, expected_norm_calls_n17
+
+    t0 = time.perf_counter()
+    model, config, layout = full_n17_model(mock_device)
+    host = droid_host_inputs(model, config, layout)
+    model.write_inputs(host)
+    built = time.perf_counter() - t0
+    census, taps = {}, {}
+    before = mock_device.num_program_cache_entries()
+    for stage in STAGES:
+        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+        getattr(model, stage)(taps)
+        census[stage] = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
+    programs = mock_device.num_program_cache_entries() - before
+    sdpa = {s: calls.count("ttnn.transformer.scaled_dot_product_attention") for s, calls in census.items()}
+    b, h = config.backbone, config.action_head
+    assert sdpa == {"vision": b.vision.depth, "llm": b.select_layer, "adapter": h.vl_self_attention.num_layers,
+                    "denoise": h.dit.num_layers * h.num_inference_timesteps} == {"vision": 24, "llm": 16,
+                                                                                 "adapter": 4, "denoise": 128}
+    assert sum(sdpa.values()) == expected_attention_calls_n17(config)
+    norms = expected_norm_calls_n17(config)
+    flat = [c for calls in census.values() for c in calls]
+    assert (flat.count("ttnn.layer_norm"), flat.count("ttnn.rms_norm")) == (norms["layer_norm"], norms["rms_norm"])
+    assert model.w.used == set(model.w.names())  # every converted weight is read
+    o = model.outputs
+    assert tuple(o["vision_embeds"].shape) == (1, 448, 2048) and tuple(o["backbone_features"].shape) == (1, 512, 2048)
+    assert tuple(o["action_pred"].shape) == (1, 40, 132) and o["action_pred"].dtype == ttnn.float32
+    again = mock_device.num_program_cache_entries()
+    model.forward()
+    assert mock_device.num_program_cache_entries() == again  # static shapes: the second forward builds nothing
+    report = check(model, host)
+    print(f"full-size N1.7 on the mock P150: built in {built:.1f} s, {programs} programs, top-level calls per stage "
+          f"{ {s: len(c) for s, c in census.items()} }, trace safety {'ok' if report.ok else report.violations}, "
+          f"{time.perf_counter() - t0:.1f} s in all")
+    assert report.ok, report.violations

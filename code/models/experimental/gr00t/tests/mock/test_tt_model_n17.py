@@ -235,3 +235,18 @@ def test_the_n17_policy_answers_through_the_reference_host_chain(tt_policy, refe
     _, actions = tt_policy.finish(chunk, inputs)
     assert {k: v.shape for k, v in actions.items()} == {"eef_9d": (40, 9), "gripper_position": (40, 1),
                                                         "joint_position": (40, 7)}
+
+
+def test_the_device_pcc_comparison_passes_on_the_golden_model(mock_device, tiny_checkpoint_n17, reference):
+    """``tests/pcc/test_pcc_stages_n17.py`` needs a card; its tap names, reference hooks and report run here on
+    the golden model, where every gated and reported tap must be at PCC ≈ 1."""
+    from models.experimental.gr00t.common.quality import TT_STAGE_PCC_GATES_N17
+    from models.experimental.gr00t.tests.device_fixtures import N17_REPORTED, reference_taps_n17, tap_report
+
+    ref, inputs, _ = reference
+    want = reference_taps_n17(ref, inputs)
+    report = tap_report(run_golden(tiny_checkpoint_n17, ref, inputs), want, TT_STAGE_PCC_GATES_N17, N17_REPORTED,
+                        inputs.input_ids.shape[1])
+    assert set(report) == set(TT_STAGE_PCC_GATES_N17) | set(N17_REPORTED)
+    worst = min(r["pcc"] for r in report.values())
+    assert worst > 0.99999 and max(r["max_abs"] for r in report.values()) < 1e-4, report
