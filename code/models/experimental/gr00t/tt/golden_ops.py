@@ -9,7 +9,7 @@ module gives each TT module a stand-in for the ``ttnn`` module in which an op is
 tensors. Run that way, the port must reproduce the independently tested fp32 reference; a wrong
 transpose, head order, mask or slice shows up as a large difference.
 
-Device plumbing (tensor creation, upload, buffers, sync) becomes plain torch. Two precisions:
+Device plumbing (tensor creation, upload, buffers, sync) becomes plain torch. Three precisions:
 - ``"fp32"``: everything float32, nothing rounded — the data-flow check (must equal the reference);
 - ``"device"``: an *estimate* of the device's numerics. Every tensor created with ``from_torch`` is
   rounded through ttnn's own host conversion to its device dtype (bf16 / bfloat8_b weights, bf16
@@ -18,6 +18,11 @@ Device plumbing (tensor creation, upload, buffers, sync) becomes plain torch. Tw
   what this does not model: the reduced multiplier fidelity of HiFi2, the device's own rounding mode
   and its SFPU approximations (exp, tanh, rsqrt). Device-fp32 tensors are carried as float64 so that
   an op's output dtype follows torch's promotion rules.
+- ``"device_hifi2"``: ``"device"`` plus the one fidelity effect that is exactly modellable (``ttnn_audit.md``
+  §1.3): a HiFi2 matmul (every matmul on a bfloat8_b weight) keeps the weight's mantissa but truncates the
+  activation to 7 significant bits, i.e. drops the last bf16 mantissa bit towards zero. Modelled by clearing
+  that bit of the activation before the matmul. Still not modelled: SFPU approximations
+  (``math_approx_mode``), SDPA's internal formats and flash blocks, the packer's rounding.
 Nothing here is used on the serving path.
 """
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
+import weakref
 
 import torch
 
@@ -51,7 +57,18 @@ class _Namespace(types.SimpleNamespace):
     pass
 
 
-PRECISIONS = ("fp32", "device")
+PRECISIONS = ("fp32", "device", "device_hifi2")
+_BFP8: dict[int, weakref.ref] = {}  # host stand-ins of bfloat8_b device tensors (their matmuls run HiFi2)
+
+
+def _is_bfp8(t) -> bool:
+    r = _BFP8.get(id(t))
+    return r is not None and r() is t
+
+
+def truncate_last_bf16_bit(x: torch.Tensor) -> torch.Tensor:
+    """float32 carrying bf16 values → the same with the lowest bf16 mantissa bit cleared (towards zero)."""
+    return (x.float().contiguous().view(torch.int32) & ~(1 << 16)).view(torch.float32)
 
 
 def _round(t):
@@ -73,13 +90,18 @@ def golden_ttnn(precision: str = "fp32"):
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
-    device = precision == "device"
+    device, hifi2 = precision != "fp32", precision == "device_hifi2"
 
     def golden(op):
         fn = ttnn.get_golden_function(op)
         if not device:
             return lambda *args, **kwargs: fn(*args, **_strip(kwargs))
         return lambda *args, **kwargs: _round(fn(*args, **_strip(kwargs)))
+
+    def linear(x, weight, *args, **kwargs):
+        if hifi2 and _is_bfp8(weight):
+            x = truncate_last_bf16_bit(x)
+        return golden(ttnn.linear)(x, weight, *args, **kwargs)
 
     def as_dtype(t, dtype):
         if dtype in (ttnn.uint32, ttnn.int32):
@@ -92,7 +114,11 @@ def golden_ttnn(precision: str = "fp32"):
         return ttnn.to_torch(ttnn.from_torch(t.float(), dtype=dtype, layout=lay)).float()
 
     def from_torch(t, dtype=None, layout=None, device=None, **_):
-        return as_dtype(torch.as_tensor(t), dtype or ttnn.bfloat16)
+        out = as_dtype(torch.as_tensor(t), dtype or ttnn.bfloat16)
+        if dtype == ttnn.bfloat8_b:
+            key = id(out)
+            _BFP8[key] = weakref.ref(out, lambda _, key=key: _BFP8.pop(key, None))
+        return out
 
     def allocate_tensor_on_device(shape, dtype, layout, device, memory_config=None):
         return as_dtype(torch.zeros(list(shape)), dtype)
@@ -108,7 +134,8 @@ def golden_ttnn(precision: str = "fp32"):
         allocate_tensor_on_device=allocate_tensor_on_device, copy_host_to_device_tensor=copy_host_to_device_tensor,
         synchronize_device=lambda *a, **k: None, init_device_compute_kernel_config=lambda *a, **k: None,
         typecast=lambda x, dtype, **k: as_dtype(x, dtype),
-        **{name: golden(getattr(ttnn, name)) for name in ("linear", "matmul", "layer_norm", "rms_norm", "gelu",
+        linear=linear,
+        **{name: golden(getattr(ttnn, name)) for name in ("matmul", "layer_norm", "rms_norm", "gelu",
                                                           "permute", "reshape", "add", "mul", "multiply", "silu",
                                                           "relu", "embedding", "slice", "concat")},
         transformer=_Namespace(**{name: golden(getattr(ttnn.transformer, name)) for name in (

@@ -89,3 +89,26 @@ def test_device_precision_estimate_stays_close(mock_device, tiny_checkpoint, ref
     chunk = tt["action_pred"][0].float().numpy()
     assert np.isfinite(chunk).all()
     assert torch.count_nonzero(tt["action_pred"]) > 0
+
+
+def test_the_hifi2_model_truncates_activations_of_bfloat8_matmuls_only(mock_device):
+    """``device_hifi2`` clears the last bf16 mantissa bit of a matmul's activation when its weight is bfloat8_b
+    (HiFi2), towards zero, and leaves bf16-weight matmuls as ``device`` computes them."""
+    from models.experimental.gr00t.tt.golden_ops import golden_execution, truncate_last_bf16_bit
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 256, generator=g).bfloat16().float()
+    t = truncate_last_bf16_bit(x)
+    changed = (t != x).float().mean().item()
+    assert (t.abs() <= x.abs()).all() and 0.3 < changed < 0.7  # about every other value has that bit set
+    assert torch.equal(t.bfloat16().float(), t)  # still a bf16 value
+    assert ((t.view(torch.int32) ^ x.view(torch.int32)) & ~(1 << 16)).count_nonzero() == 0  # only that bit moved
+    w = torch.randn(256, 128, generator=g) / 16
+    out = {}
+    for precision in ("device", "device_hifi2"):
+        with golden_execution(precision) as shim:
+            xs = shim.from_torch(x[None])
+            out[precision] = {dtype: shim.linear(xs, shim.from_torch(w, dtype=getattr(shim, dtype)))
+                              for dtype in ("bfloat8_b", "bfloat16")}
+    assert torch.equal(out["device"]["bfloat16"], out["device_hifi2"]["bfloat16"])
+    assert not torch.equal(out["device"]["bfloat8_b"], out["device_hifi2"]["bfloat8_b"])
