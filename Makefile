@@ -41,7 +41,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check code
 
 # The full-size N1.5 model through every TT module on the mock P150 (≈7 GB synthetic checkpoint
-# generated into a temporary GR00T_CACHE, converted, run; ~2.5 min, ~7 GB RAM). CI runs it after `test`.
+# generated into a temporary GR00T_CACHE, converted, run), and the full-size N1.7 modules and whole model
+# stage by stage with its trace-safety check (converted shapes allocated on the mock, no checkpoint);
+# ~3 min, ~7 GB RAM. CI runs it after `test`.
 test-tt-full: $(STAMP)
 	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n17.py $(PYTEST_ARGS)
 
@@ -55,9 +57,10 @@ serve: $(STAMP)
 	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn --host $(HOST) --port $(PORT) --http gr00t_p150.server.protocol:GuardedH11Protocol gr00t_p150.server.app:app
 
 # Host estimate of the TT-NN port's accuracy (not a device measurement): golden-op execution with
-# device-rounded weights and bf16 activations vs the fp32 reference, full-size synthetic N1.5 (~11 GB RAM).
+# device-rounded weights and bf16 activations (and HiFi2's activation truncation) vs the fp32 reference,
+# full-size synthetic checkpoint of GR00T_VERSION (~11 GB RAM for n15, ~14 GB for n17).
 estimate-tt-accuracy: $(STAMP)
-	$(PY) code/scripts/estimate_tt_accuracy.py --json benchmarks/results/tt_accuracy_estimate_n15_full.json
+	$(PY) code/scripts/estimate_tt_accuracy.py --version $(GR00T_VERSION) --json benchmarks/results/tt_accuracy_estimate_$(GR00T_VERSION)_full.json
 
 bench-reference: $(STAMP)
 	$(PY) code/scripts/bench_reference.py --version $(GR00T_VERSION)

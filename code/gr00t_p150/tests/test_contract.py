@@ -25,9 +25,13 @@ def test_tt_settings_default_and_bad_values_name_the_variable():
 
     c = settings.load_config({"GR00T_VERSION": "n15", "GR00T_CACHE": "/x"})
     assert (c.tt_policy, c.tt_trace_layout, str(c.tt_cache), c.tt_mock) == ("mixed_dit", "per_stage", "/x/tt", False)
-    for name, value in (("GR00T_POLICY", "fp8"), ("GR00T_TRACE_LAYOUT", "one"), ("GR00T_TT_MOCK", "yes")):
+    for name, value in (("GR00T_POLICY", "fp8"), ("GR00T_TRACE_LAYOUT", "one"), ("GR00T_TT_MOCK", "yes"),
+                        ("GR00T_NUM_CQS", "3"), ("GR00T_NUM_CQS", "two")):
         with pytest.raises(settings.SettingError, match=name):
             settings.load_config({"GR00T_VERSION": "n15", name: value})
+    # the command queues the published packages run: 1 for N1.5, 2 for N1.7; either can be overridden
+    assert [settings.load_config({"GR00T_VERSION": v}).tt_num_cqs for v in ("n15", "n17")] == [1, 2]
+    assert settings.load_config({"GR00T_VERSION": "n17", "GR00T_NUM_CQS": "1"}).tt_num_cqs == 1
 
 
 @pytest.mark.golden
