@@ -250,3 +250,34 @@ def test_the_device_pcc_comparison_passes_on_the_golden_model(mock_device, tiny_
     assert set(report) == set(TT_STAGE_PCC_GATES_N17) | set(N17_REPORTED)
     worst = min(r["pcc"] for r in report.values())
     assert worst > 0.99999 and max(r["max_abs"] for r in report.values()) < 1e-4, report
+
+
+TWO_QUEUE_PROBE = """
+import torch, ttnn
+from models.experimental.gr00t.tt.runner import open_model_device
+dev = open_model_device((1, 1), num_cqs=2)
+x = ttnn.allocate_tensor_on_device(ttnn.Shape([1, 32, 32]), ttnn.bfloat16, ttnn.TILE_LAYOUT, dev,
+                                   ttnn.DRAM_MEMORY_CONFIG)
+host = ttnn.from_torch(torch.zeros(1, 32, 32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT)
+ttnn.copy_host_to_device_tensor(host, x, cq_id=1)
+event = ttnn.record_event(dev, 1)
+print("recorded", flush=True)
+ttnn.wait_for_event(0, event)
+print("waited", flush=True)
+"""
+
+
+def test_the_real_bindings_accept_the_runners_two_queue_calls(mock_device):
+    """The fake-ttnn protocol test cannot see argument types; here the runner's exact calls go to the real
+    bindings on a 2-CQ mock device. ``wait_for_event`` then crashes inside the mock runtime (SIGSEGV, as the
+    audit found): a crash in C++, not a TypeError, means the binding accepted ``(int, MeshEvent)``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", TWO_QUEUE_PROBE], env=dict(os.environ), capture_output=True, text=True,
+                          timeout=300)
+    assert "recorded" in proc.stdout, proc.stderr[-3000:]
+    assert "TypeError" not in proc.stderr and "incompatible function arguments" not in proc.stderr
+    assert proc.returncode in (0, -signal.SIGSEGV), (proc.returncode, proc.stderr[-2000:])
