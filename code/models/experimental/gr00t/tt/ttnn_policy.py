@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """GR00T on TT-NN as a ``Policy`` (``common/policy.py``): the reference's host chain around the device model,
 so only the model differs. ``TTGr00tPolicy``: N1.5 GR1 (``prepare_n15``, un-normalisation);
-``TTGr00tPolicyN17``: N1.7 DROID (the reference's ``prepare`` / ``finish``: the DROID chain, and the relative
-actions composed onto the request's state)."""
+``TTGr00tPolicyN17``: N1.7 DROID (``prepare_n17`` / ``finish_n17``, shared with the reference: the DROID chain,
+and the relative actions composed onto the request's state)."""
 
 from __future__ import annotations
 
@@ -101,8 +101,8 @@ def device_weights(checkpoint_dir: Path, device, cache_root: str | Path, weights
 
 @dataclass
 class TTGr00tPolicyN17(TTGr00tPolicy):
-    """GR00T N1.7 DROID on TT-NN: the reference's host chain (frames, ``prepare``, ``finish``) around the
-    device model built for the static DROID geometry."""
+    """GR00T N1.7 DROID on TT-NN: the reference's host chain (``common/inputs_n17``: ``prepare``, ``finish``)
+    around the device model built for the static DROID geometry; two command queues by default, as published."""
 
     config: Gr00tN17Config
     stats: DroidStats

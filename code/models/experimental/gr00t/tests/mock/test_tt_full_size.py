@@ -85,3 +85,17 @@ def test_second_boot_reads_only_the_cache(full_policy, full_checkpoint):
                               log=lambda _: None)
     assert not info.converted and info.tensors == len(policy.model.w.names())
     assert time.perf_counter() - t0 < 5.0  # a manifest read, no tensor touched
+
+
+def test_full_size_model_is_trace_safe(full_policy):
+    """``tt/trace_safety.py`` at full size: the real allocation order of ``TTRunner.capture`` on the p150a's DRAM."""
+    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.tt.trace_safety import check
+
+    policy, _, _ = full_policy
+    request = load_demo_request("n15")
+    inputs = policy.prepare(parse_observation(request, policy.layout), noise=request["noise"])
+    report = check(policy.model, policy.model.host_inputs_for(inputs))
+    print("full-size N1.5 trace safety:", "ok" if report.ok else report.violations,
+          {s: len(g.allocated) for s, g in report.stages.items()}, "buffers allocated per stage")
+    assert report.ok, report.violations
