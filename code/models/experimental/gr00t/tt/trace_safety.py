@@ -41,6 +41,7 @@ class StageGraph:
     calls: list[str]
     host_tensors: int  # tensor nodes in host storage
     events: list[tuple]  # ("alloc", address, bytes per bank) | ("free", address) | ("read", address)
+    programs: int = 0  # device programs the stage enqueues (``program_execution`` nodes)
 
     @property
     def allocated(self) -> list[tuple[int, int]]:
@@ -62,10 +63,12 @@ class Report:
 
 
 def parse_graph(name: str, graph: list[dict]) -> StageGraph:
-    calls, host, events = [], 0, []
+    calls, host, events, programs = [], 0, [], 0
     for node in graph:
         kind, p = node["node_type"], node.get("params", {})
-        if kind == "function_start":
+        if kind == "program_execution":
+            programs += 1
+        elif kind == "function_start":
             calls.append(p["name"])
         elif kind == "tensor":
             if p.get("storage_type") == "HOST":
@@ -76,7 +79,7 @@ def parse_graph(name: str, graph: list[dict]) -> StageGraph:
             events.append(("alloc", int(p["address"]), int(p["max_size_per_bank"])))
         elif kind == "buffer_deallocate" and p.get("type") == "DRAM":
             events.append(("free", int(p["address"])))
-    return StageGraph(name, calls, host, events)
+    return StageGraph(name, calls, host, events, programs)
 
 
 def capture_stage(model, stage: str) -> StageGraph:

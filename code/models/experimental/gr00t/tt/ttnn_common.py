@@ -5,7 +5,10 @@ and the few layer shapes (linear, LayerNorm, RMSNorm, attention) written once.
 Activations are bf16 [1, S, D] TILE tensors in DRAM; sequences are padded to tile multiples by the
 caller and padded keys are masked with an additive mask, so no op ever sees ragged tiles on the
 sequence axis. Matmuls accumulate in fp32 (``fp32_dest_acc_en``): HiFi4 against bf16 weights, HiFi2
-against bfloat8_b ones (the mantissa bfloat8_b keeps is what HiFi2 multiplies exactly).
+against bfloat8_b ones (HiFi2 multiplies the weight's mantissa exactly but truncates the activation's last
+mantissa bit: ``golden_ops``' ``device_hifi2`` model). LayerNorm and RMSNorm run with ``math_approx_mode``
+off (exact rsqrt / reciprocal: their per-row scale errors would otherwise reach every token; the audit's
+§1.3); matmuls and SDPA keep ttnn's default, until a card shows what the exact mode costs there.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ class DeviceWeights:
                                                            fp32_dest_acc_en=True, packer_l1_acc=True),
             "bfp8": ttnn.init_device_compute_kernel_config(arch, math_fidelity=ttnn.MathFidelity.HiFi2,
                                                            fp32_dest_acc_en=True, packer_l1_acc=True),
+            "norm": ttnn.init_device_compute_kernel_config(arch, math_fidelity=ttnn.MathFidelity.HiFi4,
+                                                           math_approx_mode=False, fp32_dest_acc_en=True,
+                                                           packer_l1_acc=True),
         }
 
     def __getitem__(self, name: str) -> ttnn.Tensor:
@@ -52,7 +58,13 @@ class DeviceWeights:
 
     @property
     def norm_config(self):
+        """HiFi4, fp32 accumulation: the small bf16 matmuls (RoPE, placement) and SDPA."""
         return self._cfg["bf16"]
+
+    @property
+    def exact_norm_config(self):
+        """LayerNorm / RMSNorm: as ``norm_config`` with ``math_approx_mode`` off."""
+        return self._cfg["norm"]
 
 
 def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True) -> ttnn.Tensor:
@@ -66,12 +78,21 @@ def layer_norm(w: DeviceWeights, x: ttnn.Tensor, name: str | None, eps: float) -
     """LayerNorm over the last axis; ``name=None`` means no affine parameters (DiT norms)."""
     affine = {} if name is None else {"weight": w[name + ".weight"], "bias": w[name + ".bias"]}
     return ttnn.layer_norm(x, epsilon=eps, memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                           compute_kernel_config=w.norm_config, **affine)
+                           compute_kernel_config=w.exact_norm_config, **affine)
+
+
+def modulated_layer_norm(w: DeviceWeights, x: ttnn.Tensor, scale: ttnn.Tensor, shift: ttnn.Tensor,
+                         eps: float) -> ttnn.Tensor:
+    """AdaLN ``LN(x)·(1 + s) + b`` as one LayerNorm program whose affine weight / bias are the precomputed
+    ``1 + s`` and ``b`` rows [1, D]: the same arithmetic (LayerNorm's affine step is ``·γ + β``), two programs
+    fewer and two bf16 roundings fewer than ``layer_norm → mul → add``."""
+    return ttnn.layer_norm(x, epsilon=eps, weight=scale, bias=shift, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                           compute_kernel_config=w.exact_norm_config)
 
 
 def rms_norm(w: DeviceWeights, x: ttnn.Tensor, name: str, eps: float) -> ttnn.Tensor:
     return ttnn.rms_norm(x, weight=w[name + ".weight"], epsilon=eps, memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                         compute_kernel_config=w.norm_config)
+                         compute_kernel_config=w.exact_norm_config)
 
 
 def gelu_tanh(x: ttnn.Tensor) -> ttnn.Tensor:

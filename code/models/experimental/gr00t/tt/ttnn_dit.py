@@ -22,7 +22,8 @@ import ttnn
 
 from ..common.configs import DiTConfig, VLSelfAttentionConfig
 from ..common.embeddings import timestep_sinusoid
-from .ttnn_common import (DeviceWeights, attend, fused_self_attention, gelu_tanh, layer_norm, linear, split_heads)
+from .ttnn_common import (DeviceWeights, attend, fused_self_attention, gelu_tanh, layer_norm, linear,
+                          modulated_layer_norm, split_heads)
 from .weight_layout import DIT, VLSA, tile_up
 
 
@@ -47,7 +48,8 @@ class TtSelfAttentionTransformer:
 
 
 class Modulation:
-    """Per-bucket constants: (1 + scale, shift) of every block's AdaLN and of the output layer."""
+    """Per-bucket constants: (1 + scale, shift) rows [1, D] of every block's AdaLN and of the output layer,
+    the affine weight and bias of ``modulated_layer_norm``."""
 
     def __init__(self, blocks: list[tuple[ttnn.Tensor, ttnn.Tensor]], out: tuple[ttnn.Tensor, ttnn.Tensor]):
         self.blocks, self.out = blocks, out
@@ -67,7 +69,8 @@ class TtDiT:
         temb = ttnn.silu(linear(w, ttnn.silu(linear(w, t, e + "linear_1")), e + "linear_2"))  # silu(temb) [1, 1, D]
 
         def halves(y: ttnn.Tensor) -> tuple[ttnn.Tensor, ttnn.Tensor]:
-            return ttnn.slice(y, [0, 0, 0], [1, 1, d]), ttnn.slice(y, [0, 0, d], [1, 1, 2 * d])
+            y = ttnn.reshape(y, [1, 2 * d])
+            return ttnn.slice(y, [0, 0], [1, d]), ttnn.slice(y, [0, d], [1, 2 * d])
 
         blocks = []
         for i in range(c.num_layers):
@@ -100,7 +103,7 @@ class TtDiT:
         for i in range(c.num_layers):
             p = f"{self.p}transformer_blocks.{i}."
             scale, shift = mod.blocks[i]
-            n = ttnn.add(ttnn.mul(layer_norm(w, x, None, c.norm_eps), scale), shift)
+            n = modulated_layer_norm(w, x, scale, shift, c.norm_eps)
             if c.cross_attends(i):
                 q = split_heads(linear(w, n, p + "attn1.q"), c.num_attention_heads, self.padded_head_dim)
                 k, v = kv[i]
@@ -112,5 +115,4 @@ class TtDiT:
             x = ttnn.add(x, o)
             x = ttnn.add(x, feed_forward(w, layer_norm(w, x, None, c.norm_eps), p))
         scale, shift = mod.out
-        x = ttnn.add(ttnn.mul(layer_norm(w, x, None, c.out_norm_eps), scale), shift)
-        return linear(w, x, self.p + "proj_out_2")
+        return linear(w, modulated_layer_norm(w, x, scale, shift, c.out_norm_eps), self.p + "proj_out_2")

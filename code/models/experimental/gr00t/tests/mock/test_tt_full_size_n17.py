@@ -206,7 +206,7 @@ def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     from models.experimental.gr00t.tt.runner import STAGES
     from models.experimental.gr00t.tt.trace_safety import check
 
-    from .tt_expect import expected_attention_calls_n17, expected_norm_calls_n17
+    from .tt_expect import expected_attention_calls_n17, expected_norm_calls_n17, over_budget
 
     t0 = time.perf_counter()
     model, config, layout = full_n17_model(mock_device)
@@ -238,6 +238,8 @@ def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     assert mock_device.num_program_cache_entries() == again  # static shapes: the second forward builds nothing
     report = check(model, host)
     print(f"full-size N1.7 on the mock P150: built in {built:.1f} s, {programs} programs, top-level calls per stage "
-          f"{ {s: len(c) for s, c in census.items()} }, trace safety {'ok' if report.ok else report.violations}, "
-          f"{time.perf_counter() - t0:.1f} s in all")
+          f"{ {s: len(c) for s, c in census.items()} }, device programs per stage "
+          f"{ {s: g.programs for s, g in report.stages.items()} }, trace safety "
+          f"{'ok' if report.ok else report.violations}, {time.perf_counter() - t0:.1f} s in all")
     assert report.ok, report.violations
+    assert not over_budget("n17", {s: g.programs for s, g in report.stages.items()})

@@ -42,6 +42,23 @@ def expected_norm_calls_n17(config) -> Counter:
     return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
 
 
+# Device programs per request and stage at full size (``program_execution`` nodes of each stage's graph, as
+# ``tt/trace_safety.py`` captures it), the regression budget of ``make test-tt-full``: a stage that grows fails.
+# Measured by the full-size tests' printouts (``pytest -s -m slow tests/mock/test_tt_full_size*.py``). History:
+# the AdaLN fold (``ttnn_common.modulated_layer_norm``) took N1.5 from 1,835 (denoise 1,096) to 1,699 and N1.7
+# from 3,172 (denoise 2,084) to 2,908. Lower a budget when a rewrite lowers the count.
+PROGRAM_BUDGETS = {
+    "n15": {"vision": 328, "llm": 299, "adapter": 112, "denoise": 960},
+    "n17": {"vision": 526, "llm": 394, "adapter": 168, "denoise": 1820},
+}
+
+
+def over_budget(version: str, programs: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """stage → (programs, budget) for every stage above its budget."""
+    budget = PROGRAM_BUDGETS[version]
+    return {s: (n, budget[s]) for s, n in programs.items() if n > budget[s]}
+
+
 def count_calls(calltrace: list[str], op: str) -> int:
     """Top-level calls of ``ttnn.<op>`` in a graph-capture calltrace."""
     return sum(1 for name in calltrace if name == f"ttnn.{op}")
