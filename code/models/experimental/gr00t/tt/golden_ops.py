@@ -98,6 +98,15 @@ def golden_ttnn(precision: str = "fp32"):
             return lambda *args, **kwargs: fn(*args, **_strip(kwargs))
         return lambda *args, **kwargs: _round(fn(*args, **_strip(kwargs)))
 
+    def sdpa(q, k, v, *, output_concat_heads=False, **kwargs):
+        """ttnn's SDPA golden, plus ``output_concat_heads`` as its docstring defines it: the heads side by side,
+        [b, 1, s, H·dh] (the golden function itself ignores the flag)."""
+        o = golden(ttnn.transformer.scaled_dot_product_attention)(q, k, v, **kwargs)
+        if output_concat_heads:
+            b, h, s, d = o.shape
+            o = o.permute(0, 2, 1, 3).reshape(b, 1, s, h * d)
+        return o
+
     def linear(x, weight, *args, **kwargs):
         if hifi2 and _is_bfp8(weight):
             x = truncate_last_bf16_bit(x)
@@ -138,8 +147,9 @@ def golden_ttnn(precision: str = "fp32"):
         **{name: golden(getattr(ttnn, name)) for name in ("matmul", "layer_norm", "rms_norm", "gelu",
                                                           "permute", "reshape", "add", "mul", "multiply", "silu",
                                                           "relu", "embedding", "slice", "concat")},
-        transformer=_Namespace(**{name: golden(getattr(ttnn.transformer, name)) for name in (
-            "scaled_dot_product_attention", "concatenate_heads", "split_query_key_value_and_split_heads")}),
+        transformer=_Namespace(scaled_dot_product_attention=sdpa, **{name: golden(getattr(ttnn.transformer, name))
+                                                                     for name in ("concatenate_heads",
+                                                                                  "split_query_key_value_and_split_heads")}),
     )
     return shim
 

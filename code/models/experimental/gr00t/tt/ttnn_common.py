@@ -114,11 +114,12 @@ def split_heads(x: ttnn.Tensor, heads: int, head_dim: int) -> ttnn.Tensor:
 def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, scale: float,
            mask: ttnn.Tensor | None = None, causal: bool = False) -> ttnn.Tensor:
     """SDPA over [1, H, S, hd'] heads → [1, S, H·hd'] (heads concatenated). ``mask`` is additive
-    [1, 1, S_q, S_kv] (0 or −inf) and replaces causality; neither means full attention."""
+    [1, 1, S_q, S_kv] (0 or −inf) and replaces causality; neither means full attention. SDPA writes the heads
+    side by side itself (``output_concat_heads``), so no separate concatenate-heads program runs."""
     o = ttnn.transformer.scaled_dot_product_attention(q, k, v, is_causal=causal, attn_mask=mask, scale=scale,
-                                                       memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                                                       output_concat_heads=True, memory_config=ttnn.DRAM_MEMORY_CONFIG,
                                                        compute_kernel_config=w.norm_config)
-    return ttnn.transformer.concatenate_heads(o, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    return ttnn.reshape(o, [1, o.shape[2], o.shape[3]])  # [1, 1, S, H·hd'] → [1, S, H·hd'], a view
 
 
 def fused_self_attention(w: DeviceWeights, x: ttnn.Tensor, p: str, out: str, heads: int, head_dim: int,

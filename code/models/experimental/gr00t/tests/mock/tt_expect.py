@@ -46,10 +46,11 @@ def expected_norm_calls_n17(config) -> Counter:
 # ``tt/trace_safety.py`` captures it), the regression budget of ``make test-tt-full``: a stage that grows fails.
 # Measured by the full-size tests' printouts (``pytest -s -m slow tests/mock/test_tt_full_size*.py``). History:
 # the AdaLN fold (``ttnn_common.modulated_layer_norm``) took N1.5 from 1,835 (denoise 1,096) to 1,699 and N1.7
-# from 3,172 (denoise 2,084) to 2,908. Lower a budget when a rewrite lowers the count.
+# from 3,172 (denoise 2,084) to 2,908; SDPA writing its heads concatenated (``output_concat_heads``, one
+# program per attention layer) took N1.5 to 1,592 and N1.7 to 2,736. Lower a budget when a rewrite lowers the count.
 PROGRAM_BUDGETS = {
-    "n15": {"vision": 328, "llm": 299, "adapter": 112, "denoise": 960},
-    "n17": {"vision": 526, "llm": 394, "adapter": 168, "denoise": 1820},
+    "n15": {"vision": 301, "llm": 287, "adapter": 108, "denoise": 896},
+    "n17": {"vision": 502, "llm": 378, "adapter": 164, "denoise": 1692},
 }
 
 
