@@ -61,13 +61,17 @@ def serve(env: dict, log: Path, timeout_s: float = 180):
     pytest.fail(f"server not ready:\n{log.read_text()[-4000:]}")
 
 
-@pytest.fixture(scope="module")
-def live_server(server_env, tmp_path_factory):
-    log = tmp_path_factory.mktemp("uvicorn") / "server.log"
-    proc, url = serve(server_env, log)
+def served(env: dict, log: Path, timeout_s: float = 180):
+    """A fixture body: serve, yield (url, log), then terminate the server and wait for it."""
+    proc, url = serve(env, log, timeout_s)
     yield url, log
     proc.terminate()
     proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def live_server(server_env, tmp_path_factory):
+    yield from served(server_env, tmp_path_factory.mktemp("uvicorn") / "server.log")
 
 
 def test_boot_log_uses_the_phrases_tt_serve_watches(live_server):

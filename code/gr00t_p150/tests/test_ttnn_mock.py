@@ -17,22 +17,23 @@ import urllib.request
 
 import pytest
 
-from .test_process import CODE, post, serve
+from .test_process import CODE, post, served
 
 pytestmark = pytest.mark.mock
+
+
+def mock_serving(server_env: dict, tmp_path_factory, version: str):
+    """A server of ``version`` in the TT-NN test mode, with its own caches."""
+    env = {**server_env, "GR00T_VERSION": version, "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1",
+           "GR00T_CACHE": str(tmp_path_factory.mktemp(f"ttnn-cache-{version}"))}
+    yield from served(env, tmp_path_factory.mktemp(f"uvicorn-ttnn-{version}") / "server.log", timeout_s=300)
 
 
 @pytest.fixture(scope="module")
 def mock_server(server_env, tmp_path_factory):
     if shutil.which("riscv64-unknown-elf-ld") is None:
         pytest.fail("the mock P150 needs binutils-riscv64-unknown-elf (.ci/run installs it)")
-    env = {**server_env, "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1",
-           "GR00T_CACHE": str(tmp_path_factory.mktemp("ttnn-cache"))}
-    log = tmp_path_factory.mktemp("uvicorn-ttnn") / "server.log"
-    proc, url = serve(env, log, timeout_s=300)
-    yield url, log
-    proc.terminate()
-    proc.wait(timeout=30)
+    yield from mock_serving(server_env, tmp_path_factory, "n15")
 
 
 def get(url: str) -> dict:
@@ -131,13 +132,7 @@ def test_shutdown_releases_the_traces_and_closes_the_device(server_env, tmp_path
 # ---- N1.7 DROID through the same backend ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def mock_server_n17(server_env, tmp_path_factory):
-    env = {**server_env, "GR00T_VERSION": "n17", "GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1",
-           "GR00T_CACHE": str(tmp_path_factory.mktemp("ttnn-cache-n17"))}
-    log = tmp_path_factory.mktemp("uvicorn-ttnn-n17") / "server.log"
-    proc, url = serve(env, log, timeout_s=300)
-    yield url, log
-    proc.terminate()
-    proc.wait(timeout=30)
+    yield from mock_serving(server_env, tmp_path_factory, "n17")
 
 
 def test_n17_boots_on_the_mock_and_reports_its_queues(mock_server_n17):

@@ -140,3 +140,24 @@ def tap_report(got: dict, want: dict, gates: dict, reported: tuple[str, ...], se
         g = g.reshape(w.shape)
         report[name] = {"pcc": pcc(g.numpy(), w.numpy()), "max_abs": max_abs_diff(g.numpy(), w.numpy()), "gate": gate}
     return report
+
+
+def group_report(actions: dict, actions_ref: dict, keys) -> dict:
+    """group → {pcc, max_abs, spread} of the served actions against the reference's (physical units)."""
+    import numpy as np
+
+    from models.experimental.gr00t.common.quality import max_abs_diff, pcc
+
+    return {k: {"pcc": pcc(actions[k], actions_ref[k]), "max_abs": max_abs_diff(actions[k], actions_ref[k]),
+                "spread": float(np.ptp(actions_ref[k]))} for k in keys}
+
+
+def gate_failures(report: dict, groups: dict, action_gate: float) -> dict:
+    """The gated taps under their gate, and the groups whose golden spread exceeds the serving floor
+    (``SERVE_GROUP_SPREAD_MIN``) that are under ``action_gate``; a near-constant group is reported, not gated."""
+    from models.experimental.gr00t.common.quality import SERVE_GROUP_SPREAD_MIN
+
+    failed = {k: r for k, r in report.items() if r["gate"] is not None and not r["pcc"] >= r["gate"]}
+    failed.update({k: g for k, g in groups.items()
+                   if g["spread"] > SERVE_GROUP_SPREAD_MIN and not g["pcc"] >= action_gate})
+    return failed

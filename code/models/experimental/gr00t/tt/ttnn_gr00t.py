@@ -21,9 +21,9 @@ import ttnn
 from ..common.errors import InputError
 from .ttnn_action_head import TtActionHead
 from .runner import STAGES
-from .ttnn_common import DeviceWeights
+from .ttnn_common import NEG_INF, DeviceWeights
 
-__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "padded_ids", "tt_layout"]
+__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "head_buffers", "padded_ids", "prompt_buffers", "tt_layout"]
 PAD_TOKEN_ID = 151643  # <|endoftext|>: what the padded prompt rows embed (causal attention never reads them)
 
 
@@ -36,6 +36,18 @@ def padded_ids(input_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
     ids = torch.full((1, seq_len), PAD_TOKEN_ID, dtype=torch.int32)
     ids[0, : input_ids.shape[-1]] = input_ids[0].to(torch.int32)
     return ids
+
+
+def prompt_buffers(s) -> dict[str, tuple[list[int], str, str]]:
+    """The prompt's buffers of either version's static shapes ``s``: padded ids and the VL key mask."""
+    return {"input_ids": ([1, s.seq_len], "uint32", "row_major"),
+            "vl_mask": ([1, 1, s.seq_len, s.seq_len], "bfloat16", "tile")}
+
+
+def head_buffers(s) -> dict[str, tuple[list[int], str, str]]:
+    """The action head's buffers: the encoded state and the float32 initial noise."""
+    return {"state": ([1, 1, s.state_dim], "bfloat16", "tile"),
+            "noise": ([1, s.horizon, s.action_dim], "float32", "tile")}
 
 
 class TtGr00tModel:
@@ -70,6 +82,27 @@ class TtGr00tModel:
                 raise InputError(name, f"expected shape {shape}, got {list(t.shape)}")
             out[name] = ttnn.from_torch(t, dtype=getattr(ttnn, dtype), layout=tt_layout(lay))
         return out
+
+    def prompt_length(self, input_ids: torch.Tensor) -> int:
+        """Real rows of a [1, S] prompt; ``InputError`` when it does not fit the static length."""
+        n_real = int(input_ids.shape[-1])
+        if input_ids.ndim != 2 or input_ids.shape[0] != 1 or n_real > self.shapes.seq_len:
+            raise InputError("instruction",
+                             f"prompt of {n_real} tokens does not fit the captured length {self.shapes.seq_len}")
+        return n_real
+
+    def prompt_and_head(self, input_ids: torch.Tensor, n_real: int, state: torch.Tensor,
+                        noise: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The host tensors of ``prompt_buffers`` and ``head_buffers``, state and noise checked first."""
+        s = self.shapes
+        if tuple(state.shape) != (1, 1, s.state_dim):
+            raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
+        if tuple(noise.shape) != (1, s.horizon, s.action_dim):
+            raise InputError("noise", f"must be [1, {s.horizon}, {s.action_dim}], got {tuple(noise.shape)}")
+        vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
+        vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
+        return {"input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask, "state": state.float(),
+                "noise": noise.float()}
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         """``host_inputs`` of a ``PreparedInputs`` (the version's own signature)."""

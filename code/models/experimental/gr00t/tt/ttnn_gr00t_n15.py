@@ -17,7 +17,7 @@ from ..common.configs_n15 import Gr00tN15Config
 from ..common.errors import InputError
 from .ttnn_common import NEG_INF, DeviceWeights
 from .ttnn_eagle import TtEagle
-from .ttnn_gr00t import STAGES, TtGr00tModel, padded_ids
+from .ttnn_gr00t import STAGES, TtGr00tModel, head_buffers, prompt_buffers
 from .weight_layout import patchify, tile_up
 
 __all__ = ["STAGES", "StaticShapes", "TtGr00tN15"]
@@ -45,14 +45,8 @@ class StaticShapes:
 
     def buffers(self) -> dict[str, tuple[list[int], str, str]]:
         """name → (shape, dtype, layout) of the persistent input buffers."""
-        return {
-            "patches": ([1, self.image_tokens, self.patch_width], "bfloat16", "tile"),
-            "input_ids": ([1, self.seq_len], "uint32", "row_major"),
-            "vl_mask": ([1, 1, self.seq_len, self.seq_len], "bfloat16", "tile"),
-            "cross_mask": ([1, 1, self.dit_tokens, self.seq_len], "bfloat16", "tile"),
-            "state": ([1, 1, self.state_dim], "bfloat16", "tile"),
-            "noise": ([1, self.horizon, self.action_dim], "float32", "tile"),
-        }
+        return {"patches": ([1, self.image_tokens, self.patch_width], "bfloat16", "tile"), **prompt_buffers(self),
+                "cross_mask": ([1, 1, self.dit_tokens, self.seq_len], "bfloat16", "tile"), **head_buffers(self)}
 
 
 class TtGr00tN15(TtGr00tModel):
@@ -70,29 +64,21 @@ class TtGr00tN15(TtGr00tModel):
                     noise: torch.Tensor) -> dict[str, ttnn.Tensor]:
         """Host tensors for the input buffers; ``InputError`` when anything differs from the static shapes."""
         s = self.shapes
-        n_real = int(input_ids.shape[-1])
         if tuple(pixel_values.shape) != (1, 3, *(2 * (self.config.backbone.vision.image_size,))):
             raise InputError("images", f"the TT model was captured for one {self.config.backbone.vision.image_size}² "
                                        f"image; got pixel tensor {tuple(pixel_values.shape)}")
-        if input_ids.ndim != 2 or input_ids.shape[0] != 1 or n_real > s.seq_len:
-            raise InputError("instruction", f"prompt of {n_real} tokens does not fit the captured length {s.seq_len}")
+        n_real = self.prompt_length(input_ids)
         image = (input_ids[0] == self.config.backbone.image_token_index).nonzero().flatten()
         if (image.numel() != s.image_tokens or int(image[0]) != s.image_offset
                 or int(image[-1]) != s.image_offset + s.image_tokens - 1):
             raise InputError("instruction",
                              f"the image block must be {s.image_tokens} tokens at offset {s.image_offset}")
-        if tuple(state.shape) != (1, 1, s.state_dim):
-            raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
-        if tuple(noise.shape) != (1, s.horizon, s.action_dim):
-            raise InputError("noise", f"must be [1, {s.horizon}, {s.action_dim}], got {tuple(noise.shape)}")
-        vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
-        vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
+        host = self.prompt_and_head(input_ids, n_real, state, noise)
         cross_mask = torch.zeros(1, 1, s.dit_tokens, s.seq_len)
         cross_mask[..., n_real:] = NEG_INF
         return self.to_host_tensors({
             "patches": patchify(pixel_values.float(), self.config.backbone.vision.patch_size),
-            "input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask, "cross_mask": cross_mask,
-            "state": state.float(), "noise": noise.float()})
+            "cross_mask": cross_mask, **host})
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise)

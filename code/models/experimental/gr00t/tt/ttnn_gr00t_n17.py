@@ -24,7 +24,7 @@ from ..common.configs_n17 import Gr00tN17Config
 from ..common.embeddings import rope_index
 from ..common.errors import InputError
 from .ttnn_common import NEG_INF, DeviceWeights
-from .ttnn_gr00t import PAD_TOKEN_ID, STAGES, TtGr00tModel, padded_ids
+from .ttnn_gr00t import PAD_TOKEN_ID, STAGES, TtGr00tModel, head_buffers, prompt_buffers
 from .ttnn_qwen3vl import TtQwen3VLBackbone
 from .weight_layout import tile_up
 
@@ -69,14 +69,8 @@ class StaticShapesN17:
 
     def buffers(self) -> dict[str, tuple[list[int], str, str]]:
         """name → (shape, dtype, layout) of the persistent input buffers."""
-        return {
-            "patches": ([1, self.patches, self.patch_dim], "bfloat16", "tile"),
-            "input_ids": ([1, self.seq_len], "uint32", "row_major"),
-            "vl_mask": ([1, 1, self.seq_len, self.seq_len], "bfloat16", "tile"),
-            "text_keys": ([1, 1, self.dit_tokens, self.seq_len], "bfloat16", "tile"),
-            "state": ([1, 1, self.state_dim], "bfloat16", "tile"),
-            "noise": ([1, self.horizon, self.action_dim], "float32", "tile"),
-        }
+        return {"patches": ([1, self.patches, self.patch_dim], "bfloat16", "tile"), **prompt_buffers(self),
+                "text_keys": ([1, 1, self.dit_tokens, self.seq_len], "bfloat16", "tile"), **head_buffers(self)}
 
 
 class TtGr00tN17(TtGr00tModel):
@@ -106,26 +100,17 @@ class TtGr00tN17(TtGr00tModel):
         if tuple(pixel_values.shape) != (s.patches, s.patch_dim):
             raise InputError("images", f"expected patch rows [{s.patches}, {s.patch_dim}], "
                                        f"got {list(pixel_values.shape)}")
-        n_real = int(input_ids.shape[-1])
-        if input_ids.ndim != 2 or input_ids.shape[0] != 1 or n_real > s.seq_len:
-            raise InputError("instruction", f"prompt of {n_real} tokens does not fit the captured length {s.seq_len}")
+        n_real = self.prompt_length(input_ids)
         image = (input_ids[0] == c.image_token_id).nonzero().flatten().tolist()
         if tuple(image) != s.image_rows:
             raise InputError("instruction", f"the prompt's image tokens must be the {len(s.image_rows)} rows of the "
                                             "static DROID layout (images first, then the instruction)")
-        if tuple(state.shape) != (1, 1, s.state_dim):
-            raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
-        if tuple(noise.shape) != (1, s.horizon, s.action_dim):
-            raise InputError("noise", f"must be [1, {s.horizon}, {s.action_dim}], got {tuple(noise.shape)}")
-        vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
-        vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
+        host = self.prompt_and_head(input_ids, n_real, state, noise)
         text = torch.full((s.seq_len,), NEG_INF)
         text[:n_real] = 0.0
         text[list(s.image_rows)] = NEG_INF  # the text-only cross blocks see every real non-image row
-        return self.to_host_tensors({
-            "patches": pixel_values.float()[None], "input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask,
-            "text_keys": text.expand(1, 1, s.dit_tokens, s.seq_len).contiguous(), "state": state.float(),
-            "noise": noise.float()})
+        return self.to_host_tensors({"patches": pixel_values.float()[None],
+                                     "text_keys": text.expand(1, 1, s.dit_tokens, s.seq_len).contiguous(), **host})
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.image_grid_thw, inputs.state,

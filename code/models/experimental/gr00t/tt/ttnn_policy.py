@@ -41,17 +41,26 @@ class TTGr00tPolicy:
     model: object  # TtGr00tN15
     runner: TTRunner
 
+    config_cls = Gr00tN15Config
+    default_layout, default_num_cqs = "gr1", 1  # the published N1.5 package runs one command queue
+
+    @staticmethod
+    def load_stats(checkpoint_dir: Path, layout: Layout, config) -> ActionStats:
+        return ActionStats.from_metadata(checkpoint_dir, layout)
+
     @classmethod
     def build(cls, checkpoint_dir: str | Path, device, *, cache_root: str | Path, weights_id: str,
-              policy: TTPolicy = _DEFAULT_POLICY, layout: str = "gr1", traced: bool = True, num_cqs: int = 1,
-              log: Callable[[str], None] = print) -> "TTGr00tPolicy":
+              policy: TTPolicy = _DEFAULT_POLICY, layout: str | None = None, traced: bool = True,
+              num_cqs: int | None = None, log: Callable[[str], None] = print):
+        """Config and statistics from the checkpoint, weights through the cache onto ``device``, the TT model
+        for the layout's static geometry, and its runner (``num_cqs`` default: the class's)."""
         checkpoint_dir = Path(checkpoint_dir)
-        config = Gr00tN15Config.from_checkpoint(checkpoint_dir)
-        lay = get_layout(layout)
-        stats = ActionStats.from_metadata(checkpoint_dir, lay)
+        config = cls.config_cls.from_checkpoint(checkpoint_dir)
+        lay = get_layout(layout or cls.default_layout)
+        stats = cls.load_stats(checkpoint_dir, lay, config)
         weights = device_weights(checkpoint_dir, device, cache_root, weights_id, policy, lay, log)
         model = build_tt_model(weights, config, lay)
-        return cls(config, lay, stats, model, TTRunner(model, traced, num_cqs))
+        return cls(config, lay, stats, model, TTRunner(model, traced, num_cqs or cls.default_num_cqs))
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PreparedInputs:
@@ -107,17 +116,12 @@ class TTGr00tPolicyN17(TTGr00tPolicy):
     config: Gr00tN17Config
     stats: DroidStats
 
-    @classmethod
-    def build(cls, checkpoint_dir: str | Path, device, *, cache_root: str | Path, weights_id: str,
-              policy: TTPolicy = _DEFAULT_POLICY, layout: str = "droid", traced: bool = True, num_cqs: int = 2,
-              log: Callable[[str], None] = print) -> "TTGr00tPolicyN17":
-        checkpoint_dir = Path(checkpoint_dir)
-        config = Gr00tN17Config.from_checkpoint(checkpoint_dir)
-        lay = get_layout(layout)
-        stats = DroidStats.from_checkpoint(checkpoint_dir, lay, config.action_head.action_horizon)
-        weights = device_weights(checkpoint_dir, device, cache_root, weights_id, policy, lay, log)
-        model = build_tt_model(weights, config, lay)
-        return cls(config, lay, stats, model, TTRunner(model, traced, num_cqs))
+    config_cls = Gr00tN17Config
+    default_layout, default_num_cqs = "droid", 2  # as published
+
+    @staticmethod
+    def load_stats(checkpoint_dir: Path, layout: Layout, config) -> DroidStats:
+        return DroidStats.from_checkpoint(checkpoint_dir, layout, config.action_head.action_horizon)
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PreparedInputs:

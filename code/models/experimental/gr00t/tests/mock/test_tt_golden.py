@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
-from models.experimental.gr00t.common.observation import parse_observation
 from models.experimental.gr00t.common.quality import max_abs_diff, pcc
+
+from .tt_expect import golden_taps, reference_case
 
 pytestmark = pytest.mark.mock
 
@@ -26,27 +26,7 @@ TAPS = ("vision_features", "vit_embeds", "backbone_features", "vl_embs", "state_
 
 @pytest.fixture(scope="module")
 def reference(tiny_checkpoint):
-    from gr00t_p150.server.demo import load_demo_request
-    from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
-
-    ref = ReferencePolicy.from_checkpoint(tiny_checkpoint)
-    request = load_demo_request("n15")
-    inputs = ref.prepare(parse_observation(request, ref.layout), noise=request["noise"])
-    return ref, inputs, ref.infer(inputs)
-
-
-def run_golden(checkpoint, ref, inputs, precision: str, mutate=None) -> dict:
-    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
-
-    model = golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, precision)
-    with model.execution():
-        host = model.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise)
-        if mutate:
-            mutate(host)
-        model.write_inputs(host)
-        taps = {}
-        model.forward(taps)
-    return taps
+    return reference_case("n15", tiny_checkpoint)
 
 
 def compare(tt: dict, taps: dict, seq_len: int) -> dict[str, tuple[float, float]]:
@@ -64,7 +44,7 @@ def compare(tt: dict, taps: dict, seq_len: int) -> dict[str, tuple[float, float]
 def test_the_tt_data_flow_equals_the_fp32_reference(mock_device, tiny_checkpoint, reference):
     ref, inputs, taps = reference
     assert inputs.input_ids.shape[1] < 384  # the padding and its masks are exercised
-    diffs = compare(run_golden(tiny_checkpoint, ref, inputs, "fp32"), taps, inputs.input_ids.shape[1])
+    diffs = compare(golden_taps(tiny_checkpoint, ref, inputs, "fp32"), taps, inputs.input_ids.shape[1])
     print("golden TT data flow vs fp32 reference, max |d| per tap:",
           ", ".join(f"{name} {d:.1e}" for name, (d, _) in diffs.items()))
     worst = {name: d for name, (d, _) in diffs.items() if not d < 1e-4}
@@ -74,7 +54,7 @@ def test_the_tt_data_flow_equals_the_fp32_reference(mock_device, tiny_checkpoint
 def test_unmasked_padding_would_be_caught(mock_device, tiny_checkpoint, reference):
     """The comparison has teeth: letting the adapter attend to the padded prompt rows breaks it."""
     ref, inputs, taps = reference
-    tt = run_golden(tiny_checkpoint, ref, inputs, "fp32", mutate=lambda host: host["vl_mask"].zero_())
+    tt = golden_taps(tiny_checkpoint, ref, inputs, "fp32", mutate=lambda host: host["vl_mask"].zero_())
     diffs = compare(tt, taps, inputs.input_ids.shape[1])
     assert diffs["backbone_features"][0] < 1e-4  # before the mask matters
     assert diffs["vl_embs"][0] > 1e-2 and diffs["action_pred"][0] > 1e-3
@@ -82,7 +62,7 @@ def test_unmasked_padding_would_be_caught(mock_device, tiny_checkpoint, referenc
 
 def test_device_precision_estimate_stays_close(mock_device, tiny_checkpoint, reference):
     ref, inputs, taps = reference
-    tt = run_golden(tiny_checkpoint, ref, inputs, "device")
+    tt = golden_taps(tiny_checkpoint, ref, inputs, "device")
     diffs = compare(tt, taps, inputs.input_ids.shape[1])
     d, p = diffs["action_pred"]
     assert p > 0.9995 and 0 < d < 0.2, diffs["action_pred"]  # rounded, so not exact, but close

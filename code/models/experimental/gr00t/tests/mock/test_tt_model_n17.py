@@ -13,12 +13,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
 from models.experimental.gr00t.common.errors import InputError
-from models.experimental.gr00t.common.observation import parse_observation
 from models.experimental.gr00t.common.quality import max_abs_diff
 
-from .tt_expect import captured_forward, count_calls, expected_attention_calls_n17, expected_norm_calls_n17
+from .tt_expect import (captured_forward, count_calls, expected_attention_calls_n17, expected_norm_calls_n17,
+                        golden_taps, reference_case)
 
 pytestmark = pytest.mark.mock
 
@@ -28,27 +27,7 @@ TAPS = ("vision_embeds", "backbone_features", "vl_embs", "state_features",
 
 @pytest.fixture(scope="module")
 def reference(tiny_checkpoint_n17):
-    from gr00t_p150.server.demo import load_demo_request
-    from models.experimental.gr00t.reference.torch_policy_n17 import ReferencePolicyN17
-
-    ref = ReferencePolicyN17.from_checkpoint(tiny_checkpoint_n17)
-    request = load_demo_request("n17")
-    inputs = ref.prepare(parse_observation(request, ref.layout), noise=request["noise"])
-    return ref, inputs, ref.infer(inputs)
-
-
-def run_golden(checkpoint, ref, inputs, mutate=None) -> dict:
-    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
-
-    model = golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, "fp32")
-    with model.execution():
-        host = model.host_inputs_for(inputs)
-        if mutate:
-            mutate(host)
-        model.write_inputs(host)
-        taps = {}
-        model.forward(taps)
-    return taps
+    return reference_case("n17", tiny_checkpoint_n17)
 
 
 def compare(tt: dict, taps: dict, seq_len: int, relative: bool = False) -> dict[str, float]:
@@ -69,7 +48,7 @@ def test_the_n17_tt_data_flow_equals_the_fp32_reference_at_every_tap(mock_device
     ref, inputs, taps = reference
     s = inputs.input_ids.shape[1]
     assert s < 512  # the padding and its masks are exercised
-    tt = run_golden(tiny_checkpoint_n17, ref, inputs)
+    tt = golden_taps(tiny_checkpoint_n17, ref, inputs)
     diffs, rel = compare(tt, taps, s), compare(tt, taps, s, relative=True)
     print("golden N1.7 TT data flow vs fp32 reference policy, max |d| (÷ the tap's peak |x|) per tap:",
           ", ".join(f"{name} {diffs[name]:.1e} ({rel[name]:.1e})" for name in TAPS))
@@ -88,7 +67,7 @@ def test_text_cross_keys_that_include_the_images_would_be_caught(mock_device, ti
     def open_images(host):
         host["text_keys"][..., :s] = 0.0
 
-    diffs = compare(run_golden(tiny_checkpoint_n17, ref, inputs, mutate=open_images), taps, s)
+    diffs = compare(golden_taps(tiny_checkpoint_n17, ref, inputs, mutate=open_images), taps, s)
     assert diffs["vl_embs"] < 1e-5
     assert diffs["velocity_0"] > 1e-3 and diffs["action_pred"] > 1e-3, diffs
 
@@ -245,7 +224,7 @@ def test_the_device_pcc_comparison_passes_on_the_golden_model(mock_device, tiny_
 
     ref, inputs, _ = reference
     want = reference_taps_n17(ref, inputs)
-    report = tap_report(run_golden(tiny_checkpoint_n17, ref, inputs), want, TT_STAGE_PCC_GATES_N17, N17_REPORTED,
+    report = tap_report(golden_taps(tiny_checkpoint_n17, ref, inputs), want, TT_STAGE_PCC_GATES_N17, N17_REPORTED,
                         inputs.input_ids.shape[1])
     assert set(report) == set(TT_STAGE_PCC_GATES_N17) | set(N17_REPORTED)
     worst = min(r["pcc"] for r in report.values())

@@ -84,3 +84,33 @@ def mock_tensor(device, t, *, dtype=None, row_major: bool = False):
 
     return ttnn.from_torch(t, dtype=dtype or ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT if row_major else
                            ttnn.TILE_LAYOUT, device=device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+
+
+def reference_case(version: str, checkpoint):
+    """(fp32 reference policy, prepared demo inputs, its taps) of ``version`` on ``checkpoint``: what the golden
+    data-flow tests compare the TT modules against."""
+    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.observation import parse_observation
+    from models.experimental.gr00t.common.versions import get_spec, load
+
+    ref = load(get_spec(version).policy_cls).from_checkpoint(checkpoint)
+    request = load_demo_request(version)
+    inputs = ref.prepare(parse_observation(request, ref.layout), noise=request["noise"])
+    return ref, inputs, ref.infer(inputs)
+
+
+def golden_taps(checkpoint, ref, inputs, precision: str = "fp32", mutate=None) -> dict:
+    """The TT model of ``ref``'s version, built from ``checkpoint`` through the weight rules, run with ttnn's
+    golden functions on ``inputs`` (``mutate`` edits the host tensors first): every tap."""
+    from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
+    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+
+    model = golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, precision)
+    with model.execution():
+        host = model.host_inputs_for(inputs)
+        if mutate:
+            mutate(host)
+        model.write_inputs(host)
+        taps = {}
+        model.forward(taps)
+    return taps

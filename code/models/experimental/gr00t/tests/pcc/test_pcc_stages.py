@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pytest
 import torch
 
-from models.experimental.gr00t.common.quality import (SERVE_GROUP_SPREAD_MIN, TT_STAGE_PCC_GATES, max_abs_diff,
-                                                      pcc)
-from models.experimental.gr00t.tests.device_fixtures import build_policy, observations
+from models.experimental.gr00t.common.quality import TT_STAGE_PCC_GATES
+from models.experimental.gr00t.tests.device_fixtures import (build_policy, gate_failures, group_report, observations,
+                                                             tap_report)
 
 GATES = TT_STAGE_PCC_GATES
-SPREAD_MIN = SERVE_GROUP_SPREAD_MIN
 # Reported for every module boundary without a published gate: projector, each DiT evaluation, state token.
 REPORTED = ("vit_embeds", "state_features", "velocity_0", "velocity_1", "velocity_2", "velocity_3")
 
@@ -50,24 +48,13 @@ def test_every_stage_meets_its_gate(p150, device_checkpoint, tt_cache_root, refe
     m.write_inputs(m.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise))
     taps = {}
     m.forward(taps)
-    seq = inputs.input_ids.shape[1]
-    report = {}
-    for name, gate in (*GATES.items(), *((n, None) for n in REPORTED)):
-        got = ttnn.to_torch(taps[name]).float()
-        if name in ("backbone_features", "vl_embs"):
-            got = got[:, :seq]
-        want = taps_ref[name]
-        got = got.reshape(want.shape)
-        report[name] = {"pcc": pcc(got.numpy(), want.numpy()), "max_abs": max_abs_diff(got.numpy(), want.numpy()),
-                        "gate": gate}
-    _, actions = policy.finish(ttnn.to_torch(taps["action_pred"]).float(), inputs)
-    groups = {k: {"pcc": pcc(actions[k], actions_ref[k]), "max_abs": max_abs_diff(actions[k], actions_ref[k]),
-                  "spread": float(np.ptp(actions_ref[k]))} for k in policy.layout.action_keys}
+    got = {name: ttnn.to_torch(taps[name]).float() for name in (*GATES, *REPORTED)}
+    report = tap_report(got, taps_ref, GATES, REPORTED, inputs.input_ids.shape[1])
+    _, actions = policy.finish(got["action_pred"], inputs)
+    groups = group_report(actions, actions_ref, policy.layout.action_keys)
     out = os.environ.get("GR00T_DEVICE_REPORT") or str(tmp_path / "pcc_stages.json")
     with open(out, "w") as f:
         json.dump({"stages": report, "groups": groups}, f, indent=1)
     print(json.dumps({"stages": report, "groups": groups}, indent=1))
-    failed = {k: r for k, r in report.items() if r["gate"] is not None and not r["pcc"] >= r["gate"]}
-    failed.update({k: g for k, g in groups.items()
-                   if g["spread"] > SPREAD_MIN and not g["pcc"] >= GATES["action_pred"]})
+    failed = gate_failures(report, groups, GATES["action_pred"])
     assert not failed, failed

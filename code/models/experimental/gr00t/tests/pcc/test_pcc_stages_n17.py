@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pytest
 
-from models.experimental.gr00t.common.quality import SERVE_GROUP_SPREAD_MIN, TT_STAGE_PCC_GATES_N17, max_abs_diff, pcc
-from models.experimental.gr00t.tests.device_fixtures import (N17_REPORTED, build_policy, observations,
-                                                             reference_taps_n17, tap_report)
+from models.experimental.gr00t.common.quality import TT_STAGE_PCC_GATES_N17
+from models.experimental.gr00t.tests.device_fixtures import (N17_REPORTED, build_policy, gate_failures, group_report,
+                                                             observations, reference_taps_n17, tap_report)
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +44,10 @@ def test_every_n17_stage_meets_its_gate(p150, device_checkpoint_n17, tt_cache_ro
     got = {k: ttnn.to_torch(v).float() for k, v in taps.items()}
     report = tap_report(got, want, TT_STAGE_PCC_GATES_N17, N17_REPORTED, inputs.input_ids.shape[1])
     _, actions = policy.finish(got["action_pred"], inputs)
-    groups = {k: {"pcc": pcc(actions[k], actions_ref[k]), "max_abs": max_abs_diff(actions[k], actions_ref[k]),
-                  "spread": float(np.ptp(actions_ref[k]))} for k in policy.layout.action_keys}
+    groups = group_report(actions, actions_ref, policy.layout.action_keys)
     out = os.environ.get("GR00T_DEVICE_REPORT") or str(tmp_path / "pcc_stages_n17.json")
     with open(out, "w") as f:
         json.dump({"stages": report, "groups": groups}, f, indent=1)
     print(json.dumps({"stages": report, "groups": groups}, indent=1))
-    failed = {k: r for k, r in report.items() if r["gate"] is not None and not r["pcc"] >= r["gate"]}
-    failed.update({k: g for k, g in groups.items()
-                   if g["spread"] > SERVE_GROUP_SPREAD_MIN and not g["pcc"] >= TT_STAGE_PCC_GATES_N17["action_pred"]})
+    failed = gate_failures(report, groups, TT_STAGE_PCC_GATES_N17["action_pred"])
     assert not failed, failed
