@@ -83,6 +83,8 @@ class TTRunner:
         self.model, self.traced, self.num_cqs = model, traced, check_num_cqs(num_cqs)
         self.traces: dict[str, object] = {}
         self.stage_done: dict[str, object] = {}  # stage → CQ 0 event recorded after its last run (2 CQs)
+        # input → the last stage that reads it (rule 1 waits for that stage of the previous request)
+        self.last_reader = {name: stage for stage in STAGES for name in model.STAGE_INPUTS[stage]}
 
     def capture(self) -> None:
         """Compile every stage with one untraced pass over the current inputs, then capture four traces."""
@@ -118,14 +120,12 @@ class TTRunner:
             if clock:
                 ttnn.synchronize_device(m.device)
                 clock.lap("upload")
-        readers = m.STAGE_INPUTS
-        last_reader = {name: stage for stage in STAGES for name in readers[stage]}
         for stage in STAGES:
             if self.num_cqs == 2:
-                for name in readers[stage]:
+                for name in m.STAGE_INPUTS[stage]:
                     if name not in host_inputs:
                         continue
-                    previous = self.stage_done.get(last_reader[name])
+                    previous = self.stage_done.get(self.last_reader[name])
                     if previous is not None:
                         ttnn.wait_for_event(1, previous)  # rule 1: the last reader of X is done
                     ttnn.copy_host_to_device_tensor(host_inputs[name], m.inputs[name], cq_id=1)

@@ -82,16 +82,21 @@ def parse_graph(name: str, graph: list[dict]) -> StageGraph:
     return StageGraph(name, calls, host, events, programs)
 
 
-def capture_stage(model, stage: str) -> StageGraph:
+def captured(name: str, run) -> StageGraph:
+    """``run()`` under ttnn's graph capture with fast runtime mode off (every buffer event recorded)."""
     import ttnn
 
     with ttnn.manage_config("enable_fast_runtime_mode", False):
         ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
         try:
-            getattr(model, stage)()
+            run()
         finally:
             graph = ttnn.graph.end_graph_capture()
-    return parse_graph(stage, graph)
+    return parse_graph(name, graph)
+
+
+def capture_stage(model, stage: str) -> StageGraph:
+    return captured(stage, getattr(model, stage))
 
 
 @dataclass(eq=False)
@@ -106,7 +111,7 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[0] + b[1] and b[0] < a[0] + a[1]
 
 
-def analyse(stages: list[StageGraph], inputs: dict[str, tuple[int, int]], write_path: StageGraph | None) -> Report:
+def analyse(stages: list[StageGraph], inputs: dict[str, tuple[int, int]], write_path: StageGraph) -> Report:
     """Rules 1–4 over stage graphs in capture order; ``inputs``: name → (address, bytes per bank)."""
     report = Report({s.name: s for s in stages})
     v = report.violations
@@ -136,14 +141,14 @@ def analyse(stages: list[StageGraph], inputs: dict[str, tuple[int, int]], write_
         if dangling:
             v.append(f"{s.name}: reads {len(dangling)} buffer(s) allocated outside it that the capture later frees "
                      f"(first at {dangling[0]:#x})")
-        survivors = [(name, rng) for name, rng in inputs.items()]
+        survivors = list(inputs.items())
         survivors += [(f"{b.stage} output", (b.address, b.per_bank)) for b in outside if b.per_bank is not None]
         for mine in made[s.name]:
             for what, rng in survivors:
                 if _overlaps((mine.address, mine.per_bank), rng):
                     v.append(f"{s.name}: a buffer at {mine.address:#x} overlaps {what} at {rng[0]:#x}, which must "
                              "survive its replay")
-    if write_path is not None and write_path.allocated:
+    if write_path.allocated:
         v.append(f"request path: writing the inputs allocates {len(write_path.allocated)} device buffer(s)")
     return report
 
@@ -151,14 +156,7 @@ def analyse(stages: list[StageGraph], inputs: dict[str, tuple[int, int]], write_
 def check(model, host_inputs: dict, capture_order: tuple[str, ...] = STAGES) -> Report:
     """Write ``host_inputs``, run the untraced forward, then each stage in ``capture_order`` under graph
     capture, as ``TTRunner.capture`` does; the report of rules 1–4."""
-    import ttnn
-
-    with ttnn.manage_config("enable_fast_runtime_mode", False):
-        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-        try:
-            model.write_inputs(host_inputs)
-        finally:
-            write_path = parse_graph("write_inputs", ttnn.graph.end_graph_capture())
+    write_path = captured("write_inputs", lambda: model.write_inputs(host_inputs))
     model.forward()
     stages = [capture_stage(model, stage) for stage in capture_order]
     inputs = {name: (t.buffer_address(), _bytes_per_bank(t, model.device)) for name, t in model.inputs.items()}
