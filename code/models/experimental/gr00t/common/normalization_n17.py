@@ -112,7 +112,7 @@ def normalize_state(state: dict[str, np.ndarray], stats: DroidStats, layout: Lay
         x = np.asarray(state[key], np.float64).reshape(dim)
         lo, hi = stats.state_q01[key], stats.state_q99[key]
         span = hi - lo
-        flat = np.isclose(span, 0.0)
+        flat = np.abs(span) <= 1e-8  # np.isclose(span, 0.0) (atol 1e-8), without its general-case overhead
         y = np.where(flat, 0.0, 2.0 * (x - lo) / np.where(flat, 1.0, span) - 1.0)
         parts.append(np.clip(y, -1.0, 1.0))
     vec = np.concatenate(parts)

@@ -89,8 +89,9 @@ def resize_bicubic_uint8(rgb: np.ndarray, height: int, width: int) -> torch.Tens
     The resize runs on the uint8 tensor, as the fast processor does, so overshoot is clamped and the
     result rounded before normalisation (a float resize differs by up to 0.09 after normalising). On
     CPU torchvision uses torch's native uint8 kernel; the float-then-round path it takes on GPU differs
-    by one grey level on ~0.1 % of pixels, so keep this step on the host."""
-    chw = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).contiguous()
+    by one grey level on ~0.1 % of pixels, so keep this step on the host. The kernel reads the frame in
+    its HWC order (a channels-last view: no transposed copy first) and computes the same integers."""
+    chw = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)
     return TF.resize(chw, [height, width], interpolation=TF.InterpolationMode.BICUBIC, antialias=True)
 
 
@@ -101,33 +102,48 @@ def qwen_normalize(u8: torch.Tensor) -> torch.Tensor:
     return (u8.to(torch.float32) - 127.5) / 127.5
 
 
-def patchify(x: torch.Tensor, patch_size: int = PATCH_SIZE, temporal_patch_size: int = TEMPORAL_PATCH_SIZE,
-             merge_size: int = MERGE_SIZE) -> torch.Tensor:
-    """One still image [C, H, W] → [gh·gw, C·T·p·p] patches.
-
-    Rows go in merge order (each 2×2 block of patches adjacent, blocks row-major), so the vision
-    tower's patch merger can fold 4 consecutive rows into one token. Each row is ordered
-    [C][T][py][px]; the still image is repeated over the ``temporal_patch_size`` time steps."""
+def merge_order(x: torch.Tensor, patch_size: int = PATCH_SIZE, merge_size: int = MERGE_SIZE) -> torch.Tensor:
+    """[C, H, W] → a view [gh/m, gw/m, m, m, C, p, p]: the patches in merge order (each 2×2 block of
+    patches adjacent, blocks row-major), so the vision tower's patch merger can fold 4 consecutive rows
+    into one token; inside a patch [C][py][px]."""
     c, h, w = x.shape
     gh, gw = h // patch_size, w // patch_size
     x = x.reshape(c, gh // merge_size, merge_size, patch_size, gw // merge_size, merge_size, patch_size)
-    x = x.permute(1, 4, 2, 5, 0, 3, 6)  # [gh/m, gw/m, m, m, C, p, p]
-    x = x.unsqueeze(5).expand(-1, -1, -1, -1, -1, temporal_patch_size, -1, -1)  # [.., C, T, p, p]
-    return x.reshape(gh * gw, c * temporal_patch_size * patch_size * patch_size)
+    return x.permute(1, 4, 2, 5, 0, 3, 6)
+
+
+def patchify(x: torch.Tensor, patch_size: int = PATCH_SIZE, temporal_patch_size: int = TEMPORAL_PATCH_SIZE,
+             merge_size: int = MERGE_SIZE) -> torch.Tensor:
+    """One still image [C, H, W] → [gh·gw, C·T·p·p] patches in ``merge_order``, the still image repeated
+    over the ``temporal_patch_size`` time steps: each row is ordered [C][T][py][px]."""
+    x = merge_order(x, patch_size, merge_size).unsqueeze(5)
+    x = x.expand(-1, -1, -1, -1, -1, temporal_patch_size, -1, -1)  # [.., C, T, p, p]
+    return x.reshape(-1, x.shape[4] * temporal_patch_size * patch_size * patch_size)
 
 
 def qwen_pixel_values(frames: list[np.ndarray], patch_size: int = PATCH_SIZE,
                       temporal_patch_size: int = TEMPORAL_PATCH_SIZE,
                       merge_size: int = MERGE_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 frames [H, W, 3] (after ``droid_frame``, in the VLM's frame order) →
-    (``pixel_values`` float32 [Σ gh·gw, 3·T·p·p], ``image_grid_thw`` int64 [N, 3])."""
-    patches, grids = [], []
-    for rgb in frames:
-        h, w = smart_resize(rgb.shape[0], rgb.shape[1], factor=patch_size * merge_size)
-        x = qwen_normalize(resize_bicubic_uint8(rgb, h, w))
-        patches.append(patchify(x, patch_size, temporal_patch_size, merge_size))
-        grids.append((1, h // patch_size, w // patch_size))
-    return torch.cat(patches), torch.tensor(grids, dtype=torch.int64)
+    (``pixel_values`` float32 [Σ gh·gw, 3·T·p·p], ``image_grid_thw`` int64 [N, 3]).
+
+    ``patchify(qwen_normalize(resize))`` per frame, concatenated, computed as its cheaper equivalent: the
+    uint8 patches are copied in merge order straight into one output buffer, normalised there in place
+    (the same two float32 operations per value) and the second time step copied from the first."""
+    sizes = [smart_resize(f.shape[0], f.shape[1], factor=patch_size * merge_size) for f in frames]
+    counts = [(h // patch_size) * (w // patch_size) for h, w in sizes]
+    out = torch.empty(sum(counts), 3, temporal_patch_size, patch_size, patch_size)
+    row = 0
+    for rgb, (h, w), n in zip(frames, sizes, counts):
+        u8 = resize_bicubic_uint8(rgb, h, w)
+        first = out[row:row + n, :, 0]
+        first.view(h // patch_size // merge_size, w // patch_size // merge_size, merge_size, merge_size,
+                   3, patch_size, patch_size).copy_(merge_order(u8, patch_size, merge_size))
+        first.sub_(127.5).div_(127.5)  # == qwen_normalize, bit for bit: exact u8 → float, then the same two ops
+        out[row:row + n, :, 1:] = first.unsqueeze(2)
+        row += n
+    grids = torch.tensor([(1, h // patch_size, w // patch_size) for h, w in sizes], dtype=torch.int64)
+    return out.view(len(out), -1), grids
 
 
 def droid_patch_grid(height: int = 180, width: int = 320, patch_size: int = PATCH_SIZE,

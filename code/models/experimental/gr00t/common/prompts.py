@@ -150,11 +150,36 @@ def render_instruction(instruction: str) -> str:
     return str(np.array([instruction]))
 
 
-def n15_prompt(text: str, n_images: int, tokens_per_image: int) -> str:
-    """Processor chat template (system + user[image…, text] + generation prompt), images expanded."""
+def n15_template(n_images: int, tokens_per_image: int) -> tuple[str, str]:
+    """(before, after) the rendered instruction in the processor's chat template (system + user[image…,
+    text] + generation prompt), images expanded."""
     images = "".join(f"<image {i + 1}><img>" + "<IMG_CONTEXT>" * tokens_per_image + "</img>" for i in range(n_images))
-    return (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"
-            f"<|im_start|>user\n{images}{text}<|im_end|>\n<|im_start|>assistant\n")
+    return (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{images}",
+            "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def n15_prompt(text: str, n_images: int, tokens_per_image: int) -> str:
+    before, after = n15_template(n_images, tokens_per_image)
+    return before + text + after
+
+
+@lru_cache(maxsize=16)
+def _template_ids(tok, before: str, after: str) -> tuple[list[int], list[int]]:
+    return tok(before, add_special_tokens=False)["input_ids"], tok(after, add_special_tokens=False)["input_ids"]
+
+
+def spliced_ids(tok, template: tuple[str, str], text: str) -> tuple[list[int], int]:
+    """(ids of ``before + text + after``, the text's own token count) for ``template = (before, after)``,
+    tokenising only ``text``.
+
+    Exact when ``before`` ends and ``after`` starts with an added token and ``text`` holds none: the
+    tokenizer splits on added tokens first (ours are neither stripped nor normalised) and encodes each
+    piece between them alone, so the template's pieces have constant ids. The callers refuse
+    (N1.5) or remove (N1.7's formalisation) every added token in ``text``; a test compares with
+    tokenising the whole prompt."""
+    head, tail = _template_ids(tok, *template)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    return [*head, *ids, *tail], len(ids)
 
 
 @dataclass(frozen=True)
@@ -177,20 +202,25 @@ def encode_n15_prompt(instruction: str, *, n_images: int, tokens_per_image: int,
     text = render_instruction(instruction)
     check_instruction_length(text, max_text_tokens)
     with _TOKENIZE:
-        n_text = len(tok(text, add_special_tokens=False)["input_ids"])
-        if n_text > max_text_tokens:
-            raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} "
-                                            "(it is never truncated)")
-        ids = tok(n15_prompt(text, n_images, tokens_per_image), add_special_tokens=False)["input_ids"]
-    return PromptTokens(list(ids), n_text)
+        ids, n_text = spliced_ids(tok, n15_template(n_images, tokens_per_image), text)
+    if n_text > max_text_tokens:
+        raise InputError("instruction", f"is {n_text} tokens after rendering; the limit is {max_text_tokens} "
+                                        "(it is never truncated)")
+    return PromptTokens(ids, n_text)
 
 
 # ---- N1.7 prompt -----------------------------------------------------------------------------------
-def n17_prompt(text: str, tokens_per_image: list[int]) -> str:
-    """Qwen3-VL chat template for one user turn [images…, text], no system prompt, no generation
-    prompt, as NVIDIA's N1.7 processor applies it; each image expands to its merged-token count of ``<|image_pad|>``."""
+def n17_template(tokens_per_image: tuple[int, ...]) -> tuple[str, str]:
+    """(before, after) the instruction in the Qwen3-VL chat template for one user turn [images…, text], no
+    system prompt, no generation prompt, as NVIDIA's N1.7 processor applies it; each image expands to
+    its merged-token count of ``<|image_pad|>``."""
     images = "".join("<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>" for n in tokens_per_image)
-    return f"<|im_start|>user\n{images}{text}<|im_end|>\n"
+    return f"<|im_start|>user\n{images}", "<|im_end|>\n"
+
+
+def n17_prompt(text: str, tokens_per_image: list[int]) -> str:
+    before, after = n17_template(tuple(tokens_per_image))
+    return before + text + after
 
 
 def encode_n17_prompt(instruction: str, *, tokens_per_image: list[int], max_text_tokens: int,
@@ -206,9 +236,8 @@ def encode_n17_prompt(instruction: str, *, tokens_per_image: list[int], max_text
     tok = tokenizer or get_tokenizer("n17")
     check_instruction_length(text, max_text_tokens)
     with _TOKENIZE:
-        n_text = len(tok(text, add_special_tokens=False)["input_ids"])
-        if n_text > max_text_tokens:
-            raise InputError("instruction", f"is {n_text} tokens after normalisation; the limit is "
-                                            f"{max_text_tokens} (it is never truncated)")
-        ids = tok(n17_prompt(text, tokens_per_image), add_special_tokens=False)["input_ids"]
-    return PromptTokens(list(ids), n_text)
+        ids, n_text = spliced_ids(tok, n17_template(tuple(tokens_per_image)), text)
+    if n_text > max_text_tokens:
+        raise InputError("instruction", f"is {n_text} tokens after normalisation; the limit is "
+                                        f"{max_text_tokens} (it is never truncated)")
+    return PromptTokens(ids, n_text)

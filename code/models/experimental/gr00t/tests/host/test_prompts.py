@@ -80,3 +80,42 @@ def test_an_instruction_longer_than_the_token_limit_can_hold_is_refused_without_
     text = "a" * (prompts.max_instruction_chars(51) + 1)
     with pytest.raises(InputError, match="refused before tokenising"):
         prompts.encode_n17_prompt(text, tokens_per_image=[112], max_text_tokens=51, tokenizer=NoTokenizer())
+
+
+# Texts whose pieces could merge with the template's if the tokenizer did not cut at added tokens: leading and
+# trailing whitespace and newlines (Qwen's pre-tokenizer groups them), contractions, digits, combining marks
+# (NFC), CJK, emoji, and a long run of one byte.
+TRICKY = ["pick the pear", "  leading and trailing  ", "\nnew\nline\n", "tab\there\t", "it's we'll they've",
+          "1234567 89", "e\u0301 combining", "émigré café", "把杯子放进碗里", "🙂 emoji 🙂🙂", "a" * 300,
+          " ", "\n", "'s", "<", "|>", "x<|y"]
+
+
+def random_texts(n: int, seed: int = 0) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    alphabet = (" \n\t'.,!?<>|/_-" + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                + "éüßçñ\u0301\u0308" + "中文字杯碗" + "🙂👍")
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("version", ["n15", "n17"])
+def test_spliced_prompt_ids_equal_transformers_on_the_whole_prompt(version):
+    """Only the instruction is tokenised per request; transformers tokenising the whole rendered prompt
+    (template and text together) must give the same ids, for any text the server lets through."""
+    from models.experimental.gr00t.common.preprocessing_n17 import formalize_language
+    from models.experimental.gr00t.common.prompts import n15_template, n17_template, spliced_ids
+
+    tok = get_tokenizer(version)
+    template = n15_template(1, 256) if version == "n15" else n17_template((112,) * 4)
+    render = render_instruction if version == "n15" else formalize_language
+    checked = 0
+    for raw in TRICKY + random_texts(300):
+        text = render(raw)
+        if not text.strip():
+            continue  # refused before tokenising
+        whole = tok(template[0] + text + template[1], add_special_tokens=False)["input_ids"]
+        alone = tok(text, add_special_tokens=False)["input_ids"]
+        assert spliced_ids(tok, template, text) == (whole, len(alone)), repr(text)
+        checked += 1
+    assert checked > 250

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The server's host path, stage by stage, in one process and without the model: what a request costs the
+server besides the device.
+
+The stages are the server's own (``timing_ms`` of /predict): ``decode`` (request body → checked
+``Observation``: base64 and PNG/JPEG decoding), ``encode`` (``policy.prepare``: prompt ids, image chain,
+state, noise), ``decode_actions`` (``policy.finish``: the model-space chunk → un-normalised actions) and
+``respond`` (``_response`` and the JSON rendering). The demo request of the version and synthetic tiny weights are used
+(the host path does not depend on the model's size); the model itself never runs: ``finish`` gets a
+fixed chunk. ``--profile STAGE`` prints cProfile's top functions for one stage.
+
+    profile_host.py [--version n15|n17] [--n 200] [--profile encode] [--json benchmarks/results/host_n15.json]
+"""
+
+import argparse
+import cProfile
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fastapi.responses import JSONResponse
+
+from gr00t_p150.backends.torch_backend import TorchBackend
+from gr00t_p150.server.app import _decode, _response
+from gr00t_p150.server.engine import Engine
+from gr00t_p150.server.demo import load_demo_request
+from gr00t_p150.server.schemas import PredictRequest
+from gr00t_p150.server.settings import load_config
+from gr00t_p150.server.weights import resolve_weights
+from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+from models.experimental.gr00t.common.policy import PolicyResult
+
+
+def stages(engine: Engine, body: dict):
+    """The host stages of one /predict, each a call of the server's own function, in the server's order."""
+    request = PredictRequest(**body)
+    policy = engine.backend.policy
+    horizon, dim = engine.backend.action_shape
+    chunk = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (1, horizon, dim)).astype(np.float32))
+    state = {}
+
+    def decode():
+        state["obs"] = _decode(engine, request)
+
+    def encode():
+        state["prepared"] = engine.backend.prepare(state["obs"], noise=request.noise, seed=request.seed)
+
+    def model():
+        policy.infer(state["prepared"].inputs)
+
+    def decode_actions():
+        state["finished"] = policy.finish(chunk, state["prepared"].inputs)
+
+    def respond():
+        inputs = state["prepared"].inputs
+        pred, actions = state["finished"]
+        result = PolicyResult(actions, pred, inputs.noise_source, inputs.seed, int(inputs.input_ids.shape[1]),
+                              inputs.prompt_tokens)
+        JSONResponse(_response(engine, request, state["obs"], result))  # renders the body
+
+    return {"decode": decode, "encode": encode, "model": model, "decode_actions": decode_actions, "respond": respond}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
+    ap.add_argument("--n", type=int, default=200, help="timed requests (after 5 warm-ups)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the server's request threads share "
+                                                           "the CPU with the device thread)")
+    ap.add_argument("--model", action="store_true",
+                    help="run the (tiny) model between encode and decode_actions, as a server does: the host "
+                         "stages then start with the caches the model left, as they do in the server")
+    ap.add_argument("--profile", choices=["decode", "encode", "decode_actions", "respond"])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    layout = get_layout(DEFAULT_LAYOUT[args.version])
+    config = load_config({**os.environ, "GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny"})
+    weights = resolve_weights(config, lambda m: print(m, file=sys.stderr))
+    engine = Engine(config)
+    engine.layout, engine.weights = layout, weights
+    engine.backend = TorchBackend(weights.path, args.version, layout.name, "cpu", "float32", "profile_host.py",
+                                  path="reference")
+    run = stages(engine, load_demo_request(args.version))
+    if not args.model:
+        del run["model"]
+    for _ in range(5):
+        for fn in run.values():
+            fn()
+    times = {k: [] for k in run}
+    for _ in range(args.n):
+        for k, fn in run.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t) * 1e3)
+    rows = {k: {"median_ms": round(statistics.median(v), 3), "p90_ms": round(sorted(v)[int(0.9 * len(v))], 3),
+                "min_ms": round(min(v), 3)} for k, v in times.items()}
+    total = [sum(times[k][i] for k in times if k != "model") for i in range(args.n)]
+    rows["host_total"] = {"median_ms": round(statistics.median(total), 3),
+                          "p90_ms": round(sorted(total)[int(0.9 * args.n)], 3), "min_ms": round(min(total), 3)}
+    print(f"{args.version} host path, {args.n} requests after 5 warm-ups, torch threads {args.threads}, "
+          f"{platform.processor() or platform.machine()}")
+    print(f"{'stage (ms)':<20}{'median':>10}{'p90':>10}{'min':>10}")
+    for k, r in rows.items():
+        print(f"{k:<20}{r['median_ms']:>10.3f}{r['p90_ms']:>10.3f}{r['min_ms']:>10.3f}")
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(50):
+            run[args.profile]()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"version": args.version, "n": args.n, "threads": args.threads,
+                                         "command": " ".join(["code/scripts/profile_host.py", *(argv or sys.argv[1:])]),
+                                         "stages": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main, "profile_host.py")
