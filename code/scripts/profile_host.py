@@ -6,11 +6,14 @@ server besides the device.
 The stages are the server's own (``timing_ms`` of /predict): ``decode`` (request body → checked
 ``Observation``: base64 and PNG/JPEG decoding), ``encode`` (``policy.prepare``: prompt ids, image chain,
 state, noise), ``decode_actions`` (``policy.finish``: the model-space chunk → un-normalised actions) and
-``respond`` (``_response`` and the JSON rendering). The demo request of the version and synthetic tiny weights are used
-(the host path does not depend on the model's size); the model itself never runs: ``finish`` gets a
-fixed chunk. ``--profile STAGE`` prints cProfile's top functions for one stage.
+``respond`` (``_response`` and the JSON rendering). The demo request of the version and synthetic tiny
+weights are used (the host path does not depend on the model's size); the model itself never runs
+(``--model``: the reference between encode and decode_actions, as in a CPU server): ``finish`` gets a
+fixed chunk. ``--backend ttnn-mock``: the TT-NN policy on the mock P150, whose encode also builds the
+host tensors. ``--profile STAGE`` prints cProfile's top functions for one stage.
 
-    profile_host.py [--version n15|n17] [--n 200] [--profile encode] [--json benchmarks/results/host_n15.json]
+    profile_host.py [--version n15|n17] [--backend torch|ttnn-mock] [--model] [--n 200]
+                    [--profile encode] [--json benchmarks/results/host_n15.json]
 """
 
 import argparse
@@ -54,6 +57,8 @@ def stages(engine: Engine, body: dict):
 
     def encode():
         state["prepared"] = engine.backend.prepare(state["obs"], noise=request.noise, seed=request.seed)
+        if hasattr(policy, "model"):  # a TT-NN policy: its host tensors are the last host step, timed as encode
+            state["host"] = policy.model.host_inputs_for(state["prepared"].inputs)
 
     def model():
         policy.infer(state["prepared"].inputs)
@@ -75,6 +80,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default="n15", choices=["n15", "n17"])
     ap.add_argument("--n", type=int, default=200, help="timed requests (after 5 warm-ups)")
+    ap.add_argument("--backend", default="torch", choices=["torch", "ttnn-mock"],
+                    help="whose host path: the fp32 reference's, or the TT-NN policy's on the mock P150 (the same "
+                         "chain plus its host tensors; the mock's device never runs here)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the server's request threads share "
                                                            "the CPU with the device thread)")
     ap.add_argument("--model", action="store_true",
@@ -85,14 +93,18 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     layout = get_layout(DEFAULT_LAYOUT[args.version])
-    config = load_config({**os.environ, "GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny"})
+    env = {"GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1"} if args.backend == "ttnn-mock" else {}
+    config = load_config({**os.environ, "GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny", **env})
     weights = resolve_weights(config, lambda m: print(m, file=sys.stderr))
     engine = Engine(config)
     engine.layout, engine.weights = layout, weights
-    engine.backend = TorchBackend(weights.path, args.version, layout.name, "cpu", "float32", "profile_host.py",
-                                  path="reference")
+    if args.backend == "torch":
+        engine.backend = TorchBackend(weights.path, args.version, layout.name, "cpu", "float32", "profile_host.py",
+                                      path="reference")
+    else:
+        engine.backend = engine._open_ttnn("profile_host.py --backend ttnn-mock")
     run = stages(engine, load_demo_request(args.version))
-    if not args.model:
+    if not args.model or args.backend != "torch":
         del run["model"]
     for _ in range(5):
         for fn in run.values():

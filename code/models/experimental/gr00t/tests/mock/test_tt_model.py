@@ -140,3 +140,33 @@ def test_replays_cannot_be_corrupted_by_untraced_calls(tt_policy, demo_inputs):
 
 def test_trace_capture_needs_a_real_device(tt_policy):
     pytest.skip("trace capture segfaults on the mock P150 (ttnn 0.81.1); tests/pcc/test_traces.py covers it on a p150a")
+
+
+def test_host_cast_gives_the_bits_of_ttnn_s_own_float32_conversion(mock_device):
+    """``host_cast`` (torch's float32 → bfloat16) must round exactly as ``ttnn.from_torch`` does from float32:
+    every low half-word under high half-words that cover zero and subnormals, 1.0, a mantissa of all ones
+    (rounding carries into the exponent), the largest finite values (rounding to infinity), negatives
+    and infinities; a NaN stays a NaN."""
+    import ttnn
+
+    from models.experimental.gr00t.tt.ttnn_gr00t import host_cast
+
+    high = torch.tensor([0x0000, 0x0001, 0x0080, 0x3F80, 0x3F7F, 0x4300, 0x7F7F, 0x7F80, 0xBF80, 0xFF7F, 0x8000],
+                        dtype=torch.int64)
+    low = torch.arange(1 << 16, dtype=torch.int64)
+    bits = ((high[:, None] << 16) | low[None, :]).flatten()
+    values = torch.from_numpy(bits.numpy().astype("uint32").view("float32")).reshape(1, -1, 32 * 32)
+    assert values.shape[1] % 32 == 0
+
+    def host_bits(t):
+        out = ttnn.to_torch(ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT))
+        return out.view(torch.int16)
+
+    theirs, ours = host_bits(values), host_bits(host_cast(values, "bfloat16"))
+    nan = torch.isnan(values)
+    assert nan.any() and torch.isnan(ttnn.to_torch(ttnn.from_torch(values[nan].reshape(1, -1)[:, :32],
+                                                                 dtype=ttnn.bfloat16))).all()
+    assert torch.equal(theirs[~nan], ours[~nan])
+    truncated = (bits >> 16).to(torch.int32).to(torch.int16).reshape(theirs.shape)  # what a cast without rounding gives
+    assert (theirs[~nan] != truncated[~nan]).sum() > 100_000  # so the comparison above tells rounding apart
+    assert host_cast(values, "uint32") is values  # other dtypes go to ttnn untouched
