@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .census import device_ops
 from .runner import STAGES
 
 HOST_IO_CALLS = ("ttnn.from_torch", "ttnn.to_torch", "ttnn.to_device", "ttnn.from_device",
@@ -42,6 +43,7 @@ class StageGraph:
     host_tensors: int  # tensor nodes in host storage
     events: list[tuple]  # ("alloc", address, bytes per bank) | ("free", address) | ("read", address)
     programs: int = 0  # device programs the stage enqueues (``program_execution`` nodes)
+    ops: list = field(default_factory=list)  # its device operations (``census.DeviceOp``), in order
 
     @property
     def allocated(self) -> list[tuple[int, int]]:
@@ -79,7 +81,7 @@ def parse_graph(name: str, graph: list[dict]) -> StageGraph:
             events.append(("alloc", int(p["address"]), int(p["max_size_per_bank"])))
         elif kind == "buffer_deallocate" and p.get("type") == "DRAM":
             events.append(("free", int(p["address"])))
-    return StageGraph(name, calls, host, events, programs)
+    return StageGraph(name, calls, host, events, programs, device_ops(graph))
 
 
 def captured(name: str, run) -> StageGraph:

@@ -53,6 +53,13 @@ class DeviceWeights:
     def names(self) -> list[str]:
         return list(self._t)
 
+    def stored_bytes(self) -> int:
+        """Device bytes of every weight as stored (tiles padded; bfloat8_b 1088 B a tile), none marked used."""
+        from .census import Tensor
+
+        return sum(Tensor(tuple(t.shape), str(t.dtype).split(".")[-1], t.layout == ttnn.TILE_LAYOUT).bytes
+                   for t in self._t.values())
+
     def compute_config(self, weight: ttnn.Tensor):
         return self._cfg["bfp8" if weight.dtype == ttnn.bfloat8_b else "bf16"]
 

@@ -164,53 +164,17 @@ def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
 
 
 # ---- the whole full-size N1.7 model, stage by stage ------------------------------------------------------
-def full_n17_model(device):
-    """The full-size N1.7 TT model over device weights of the real converted shapes and dtypes: the checkpoint
-    inventory's tensors (zeros) through ``weight_layout_n17.device_tensors`` and the default dtype policy, each
-    allocated on the mock in its cached layout (the mock computes nothing, so the values never matter)."""
-    import ttnn
-
-    from models.experimental.gr00t.common.layouts import DROID
-    from models.experimental.gr00t.common.weights import n17_inventory
-    from models.experimental.gr00t.tt.policy import TTPolicy
-    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
-    from models.experimental.gr00t.tt.ttnn_policy import build_tt_model
-    from models.experimental.gr00t.tt.weight_layout_n17 import device_tensors
-
-    config, policy = Gr00tN17Config.full(), TTPolicy()
-    shapes = {s.name: s.shape for s in n17_inventory(config)}
-    tensors = {}
-    for name, t, kind in device_tensors(lambda n: torch.zeros(shapes[n]), list(shapes), config, DROID):
-        layout = ttnn.TILE_LAYOUT if kind == "tile" else ttnn.ROW_MAJOR_LAYOUT
-        dtype = getattr(ttnn, policy.weight_dtype(name))
-        tensors[name] = ttnn.allocate_tensor_on_device(ttnn.Shape(list(t.shape)), dtype, layout, device,
-                                                       ttnn.DRAM_MEMORY_CONFIG)
-    return build_tt_model(DeviceWeights(device, tensors), config, DROID), config, DROID
-
-
-def droid_host_inputs(model, config, layout):
-    """A DROID request's host tensors at full size: zero patches, a real prompt, zero state and noise."""
-    from models.experimental.gr00t.common.prompts import encode_n17_prompt
-
-    s, merge = model.shapes, config.backbone.vision.spatial_merge_size**2
-    ids = encode_n17_prompt("put the marker in the bowl", tokens_per_image=[t * h * w // merge for t, h, w in s.grids],
-                            max_text_tokens=layout.max_text_tokens).input_ids
-    h = config.action_head
-    return model.host_inputs(torch.zeros(s.patches, s.patch_dim), torch.tensor([ids]), torch.tensor(s.grids),
-                             torch.zeros(1, 1, h.max_state_dim), torch.zeros(1, h.action_horizon, h.action_dim))
-
-
 def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     import ttnn
 
     from models.experimental.gr00t.tt.runner import STAGES
-    from models.experimental.gr00t.tt.trace_safety import check
+    from models.experimental.gr00t.tt.stage_sheet import allocated_model, demo_host_inputs
 
-    from .tt_expect import expected_attention_calls_n17, expected_norm_calls_n17, over_budget
+    from .tt_expect import checked_sheet, expected_attention_calls_n17, expected_norm_calls_n17
 
     t0 = time.perf_counter()
-    model, config, layout = full_n17_model(mock_device)
-    host = droid_host_inputs(model, config, layout)
+    model, config, layout = allocated_model("n17", mock_device)
+    host = demo_host_inputs(model, config, layout)
     model.write_inputs(host)
     built = time.perf_counter() - t0
     census, taps = {}, {}
@@ -236,10 +200,7 @@ def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     again = mock_device.num_program_cache_entries()
     model.forward()
     assert mock_device.num_program_cache_entries() == again  # static shapes: the second forward builds nothing
-    report = check(model, host)
+    sheet = checked_sheet("n17", model, host)
     print(f"full-size N1.7 on the mock P150: built in {built:.1f} s, {programs} programs, top-level calls per stage "
           f"{ {s: len(c) for s, c in census.items()} }, device programs per stage "
-          f"{ {s: g.programs for s, g in report.stages.items()} }, trace safety "
-          f"{'ok' if report.ok else report.violations}, {time.perf_counter() - t0:.1f} s in all")
-    assert report.ok, report.violations
-    assert not over_budget("n17", {s: g.programs for s, g in report.stages.items()})
+          f"{ {s: r['programs'] for s, r in sheet.items()} }, {time.perf_counter() - t0:.1f} s in all")

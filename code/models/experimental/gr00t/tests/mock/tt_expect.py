@@ -60,6 +60,34 @@ def over_budget(version: str, programs: dict[str, int]) -> dict[str, tuple[int, 
     return {s: (n, budget[s]) for s, n in programs.items() if n > budget[s]}
 
 
+def checked_sheet(version: str, model, host: dict) -> dict:
+    """The full-size stage sheet (``tt/stage_sheet.py``) of one request, with the budgets of ``make test-tt-full``
+    asserted: trace safety, device programs per stage, no matmul on the generic factory, every device program
+    accounted for as a device operation, L1 headroom, every weight's bytes in the sheet, and the committed
+    roofline sheet (``benchmarks/results/tt_roofline_<version>.json``) equal to the fresh one."""
+    import json
+    from pathlib import Path
+
+    from models.experimental.gr00t.tt.stage_sheet import over_l1, stage_sheet
+
+    sheet, report = stage_sheet(model, host)
+    print(f"full-size {version} stage sheet:", {s: {k: r[k] for k in ("programs", "floor_us", "l1_peak_per_core",
+                                                                      "matmul_factories")} for s, r in sheet.items()})
+    assert report.ok, report.violations
+    assert not over_budget(version, {s: g.programs for s, g in report.stages.items()})
+    assert {s: r["programs"] for s, r in sheet.items()} == {s: g.programs for s, g in report.stages.items()}
+    assert all(r["generic_matmuls"] == 0 for r in sheet.values()), {s: r["matmul_factories"] for s, r in sheet.items()}
+    assert not over_l1(sheet)
+    assert all(0 < r["l1_top_op_bytes"] <= r["l1_peak_per_core"] for r in sheet.values())
+    assert sum(r["bytes"] for r in sheet.values()) > model.w.stored_bytes()  # each weight is read once or more
+    committed = json.loads((Path(__file__).resolve().parents[6] / "benchmarks" / "results"
+                            / f"tt_roofline_{version}.json").read_text())["stages"]
+    fresh = {s: (r["programs"], r["bytes"], r["floor_us"]) for s, r in sheet.items()}
+    assert fresh == {s: (r["programs"], r["bytes"], r["floor_us"]) for s, r in committed.items()}, \
+        f"rerun code/scripts/tt_roofline.py --version {version}: the committed sheet is stale"
+    return sheet
+
+
 def count_calls(calltrace: list[str], op: str) -> int:
     """Top-level calls of ``ttnn.<op>`` in a graph-capture calltrace."""
     return sum(1 for name in calltrace if name == f"ttnn.{op}")

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The per-stage sheet of a full-size TT model on the (mock) device: program census, matmul factories, bytes,
+FLOPs and floors (``census.py``), L1 per core, and the trace-safety report, from one pass over the stages in
+``TTRunner.capture``'s order. ``code/scripts/tt_roofline.py`` writes it to ``benchmarks/results``;
+``make test-tt-full`` asserts its budgets."""
+
+from __future__ import annotations
+
+import torch
+
+from . import census
+from .runner import STAGES
+from .trace_safety import Report, check
+
+
+def allocated_model(version: str, device):
+    """(model, config, layout): the full-size TT model of ``version`` over device weights of the real converted
+    shapes and dtypes (the checkpoint inventory through the version's ``device_tensors`` and the default dtype
+    policy), allocated uninitialised in their cached layouts: for the mock, where values never matter."""
+    import ttnn
+
+    from ..common.layouts import DEFAULT_LAYOUT, get_layout
+    from ..common.versions import get_spec, load
+    from ..common.weights import inventory
+    from .policy import TTPolicy
+    from .ttnn_common import DeviceWeights
+    from .ttnn_policy import build_tt_model
+    from .weight_cache import device_tensors_for
+
+    config, layout, policy = load(get_spec(version).config_cls).full(), get_layout(DEFAULT_LAYOUT[version]), TTPolicy()
+    shapes = {s.name: s.shape for s in inventory(config)}
+    tensors = {}
+    for name, t, kind in device_tensors_for(version)(lambda n: torch.zeros(shapes[n]), list(shapes), config, layout):
+        tensors[name] = ttnn.allocate_tensor_on_device(
+            ttnn.Shape(list(t.shape)), getattr(ttnn, policy.weight_dtype(name)),
+            ttnn.TILE_LAYOUT if kind == "tile" else ttnn.ROW_MAJOR_LAYOUT, device, ttnn.DRAM_MEMORY_CONFIG)
+    return build_tt_model(DeviceWeights(device, tensors), config, layout), config, layout
+
+
+def demo_host_inputs(model, config, layout, instruction: str = "put the marker in the bowl") -> dict:
+    """A request's host tensors at the model's static shapes: zero pixels, state and noise, a real prompt."""
+    from ..common.prompts import encode_n15_prompt, encode_n17_prompt
+
+    s, h = model.shapes, config.action_head
+    state, noise = torch.zeros(1, 1, h.max_state_dim), torch.zeros(1, h.action_horizon, h.action_dim)
+    if layout.version == "n15":
+        ids = encode_n15_prompt(instruction, n_images=layout.n_images,
+                                tokens_per_image=config.backbone.tokens_per_image,
+                                max_text_tokens=layout.max_text_tokens).input_ids
+        size = config.backbone.vision.image_size
+        return model.host_inputs(torch.zeros(1, 3, size, size), torch.tensor([ids]), state, noise)
+    merge = config.backbone.vision.spatial_merge_size**2
+    ids = encode_n17_prompt(instruction, tokens_per_image=[t * hh * w // merge for t, hh, w in s.grids],
+                            max_text_tokens=layout.max_text_tokens).input_ids
+    return model.host_inputs(torch.zeros(s.patches, s.patch_dim), torch.tensor([ids]), torch.tensor(s.grids),
+                             state, noise)
+
+
+def stage_sheet(model, host: dict) -> tuple[dict, Report]:
+    """({stage: census, roofline and L1}, the trace-safety report) of one request through ``model``."""
+    report = check(model, host)
+    sheet = {}
+    for stage in STAGES:  # the check left every stage's inputs and outputs in place
+        g, l1 = report.stages[stage], census.stage_l1(getattr(model, stage))
+        top, top_bytes = l1.top
+        sheet[stage] = {**census.census(g.ops), **census.roofline(g.ops),
+                        "generic_matmuls": len(census.generic_matmuls(g.ops)),
+                        "l1_peak_per_core": l1.peak_per_core, "l1_top_op": top, "l1_top_op_bytes": top_bytes}
+    return sheet, report
+
+
+def over_l1(sheet: dict) -> dict[str, int]:
+    """stage → its L1 peak per core, for every stage above ``census.L1_HEADROOM`` of a core's L1."""
+    limit = census.L1_HEADROOM * census.L1_BYTES_PER_CORE
+    return {s: row["l1_peak_per_core"] for s, row in sheet.items() if row["l1_peak_per_core"] > limit}

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The roofline sheet of the full-size TT model, per stage, from the mock P150: device programs, matmul program
+factories, bytes moved, FLOPs, the p150a floors they imply (512 GB/s DRAM, the grid's peak at each op's math
+fidelity; see ``tt/census.py``), and L1 per core. **Floors, not measurements**: a lower bound on what a card can
+do with these ops, ignoring dispatch and program configs.
+
+    tt_roofline.py [--version n15|n17] [--json benchmarks/results/tt_roofline_n15.json]
+
+Needs the mock runtime (``apt-get install -y binutils-riscv64-unknown-elf``); no checkpoint: the weights are
+allocated, uninitialised, in their real converted shapes and dtypes. About a minute per version.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from models.experimental.gr00t.common.cli import run_cli
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
+    ap.add_argument("--json", type=Path, help=f"default {RESULTS}/tt_roofline_<version>.json")
+    args = ap.parse_args(argv)
+    from gr00t_p150.backends.ttnn_backend import prepare_runtime
+
+    prepare_runtime(True, Path(os.environ.get("GR00T_CACHE_DIR") or Path.home() / ".cache" / "gr00t_p150"))
+    import ttnn
+
+    from models.experimental.gr00t.tt import census
+    from models.experimental.gr00t.tt.stage_sheet import allocated_model, demo_host_inputs, stage_sheet
+
+    t0 = time.perf_counter()
+    print(f"building the full-size {args.version} TT model on the mock P150 ...", file=sys.stderr)
+    device = ttnn.open_device(device_id=0)
+    try:
+        model, config, layout = allocated_model(args.version, device)
+        print(f"capturing the stages ({time.perf_counter() - t0:.0f} s) ...", file=sys.stderr)
+        sheet, report = stage_sheet(model, demo_host_inputs(model, config, layout))
+    finally:
+        ttnn.close_device(device)
+    total = {k: sum(row[k] for row in sheet.values()) for k in ("programs", "bytes", "flops", "floor_us",
+                                                                   "memory_floor_us", "compute_floor_us")}
+    print(f"{args.version} full-size TT model, per request, from the mock P150 (floors, not measurements):")
+    print(f"{'stage':<9}{'programs':>9}{'GB':>8}{'GFLOP':>9}{'mem floor us':>14}{'compute us':>12}{'floor us':>10}"
+          f"{'L1/core KB':>12}  top L1 op")
+    for stage, r in sheet.items():
+        print(f"{stage:<9}{r['programs']:>9}{r['bytes'] / 1e9:>8.3f}{r['flops'] / 1e9:>9.1f}"
+              f"{r['memory_floor_us']:>14.1f}{r['compute_floor_us']:>12.1f}{r['floor_us']:>10.1f}"
+              f"{r['l1_peak_per_core'] / 1024:>12.0f}  {r['l1_top_op']}")
+    print(f"{'total':<9}{total['programs']:>9}{total['bytes'] / 1e9:>8.3f}{total['flops'] / 1e9:>9.1f}"
+          f"{total['memory_floor_us']:>14.1f}{total['compute_floor_us']:>12.1f}{total['floor_us']:>10.1f}")
+    for stage, r in sheet.items():
+        print(f"  {stage} matmul factories: {r['matmul_factories']}")
+    out = args.json or RESULTS / f"tt_roofline_{args.version}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "version": args.version, "what": "floors from the captured shapes, not measurements",
+        "command": f"code/scripts/tt_roofline.py --version {args.version}",
+        "card": {"dram_bytes_per_s": census.DRAM_BYTES_PER_S, "grid_cores": census.GRID_CORES,
+                 "peak_flops_lofi": census.PEAK_FLOPS, "fidelity_passes": census.FIDELITY_PASSES,
+                 "l1_bytes_per_core": census.L1_BYTES_PER_CORE},
+        "ttnn": getattr(ttnn, "__version__", "unknown"), "host": platform.machine(),
+        "trace_safe": report.ok, "total": total, "stages": sheet}, indent=2) + "\n")
+    print(f"wrote {out} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main, "tt_roofline.py")
