@@ -57,7 +57,7 @@ def stages(engine: Engine, body: dict):
 
     def encode():
         state["prepared"] = engine.backend.prepare(state["obs"], noise=request.noise, seed=request.seed)
-        if hasattr(policy, "model"):  # a TT-NN policy: its host tensors are the last host step, timed as encode
+        if engine.backend.name == "ttnn":  # a TT-NN policy: its host tensors are the last host step, timed as encode
             state["host"] = policy.model.host_inputs_for(state["prepared"].inputs)
 
     def model():

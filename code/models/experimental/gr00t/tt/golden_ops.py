@@ -107,10 +107,21 @@ def golden_ttnn(precision: str = "fp32"):
             o = o.permute(0, 2, 1, 3).reshape(b, 1, s, h * d)
         return o
 
-    def linear(x, weight, *args, **kwargs):
+    def linear(x, weight, *args, program_config=None, **kwargs):
+        """ttnn's linear golden; an activation fused into ``program_config`` (``matmul_configs``) is applied
+        before the one rounding of the output, as the fused program does."""
         if hifi2 and _is_bfp8(weight):
             x = truncate_last_bf16_bit(x)
-        return golden(ttnn.linear)(x, weight, *args, **kwargs)
+        fused = getattr(program_config, "fused_activation", None)
+        out = ttnn.get_golden_function(ttnn.linear)(x, weight, *args, **_strip(kwargs), activation=fused)
+        return _round(out) if device else out
+
+    def rotary_embedding_hf(x, cos, sin, **_):
+        """HF-style RoPE as ``rotary_embedding_hf``'s docstring defines it (the op has no golden function):
+        ``x·cos + rotate_half(x)·sin`` over the stored head width; on the device one kernel, so one rounding."""
+        half = x.shape[-1] // 2
+        out = x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+        return _round(out) if device else out
 
     def as_dtype(t, dtype):
         if dtype in (ttnn.uint32, ttnn.int32):
@@ -147,6 +158,7 @@ def golden_ttnn(precision: str = "fp32"):
         **{name: golden(getattr(ttnn, name)) for name in ("matmul", "layer_norm", "rms_norm", "gelu",
                                                           "permute", "reshape", "add", "mul", "multiply", "silu",
                                                           "relu", "embedding", "slice", "concat")},
+        experimental=_Namespace(rotary_embedding_hf=rotary_embedding_hf),
         transformer=_Namespace(scaled_dot_product_attention=sdpa, **{name: golden(getattr(ttnn.transformer, name))
                                                                      for name in ("concatenate_heads",
                                                                                   "split_query_key_value_and_split_heads")}),

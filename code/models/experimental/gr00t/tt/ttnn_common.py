@@ -13,9 +13,12 @@ off (exact rsqrt / reciprocal: their per-row scale errors would otherwise reach 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import ttnn
+
+from .matmul_configs import short_m_config
 
 NEG_INF = float("-inf")
 
@@ -74,11 +77,19 @@ class DeviceWeights:
         return self._cfg["norm"]
 
 
-def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True) -> ttnn.Tensor:
-    """``x @ W + b`` for the converted ``name.weight`` [in, out] (and ``name.bias`` [1, out])."""
+def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True,
+           activation: str | None = None) -> ttnn.Tensor:
+    """``act(x @ W + b)`` for the converted ``name.weight`` [in, out] (and ``name.bias`` [1, out]); ``activation``
+    "gelu_tanh" or "silu". Short activations take ``matmul_configs.short_m_config`` with the activation fused into
+    the matmul's program; others take ttnn's default config and the activation as its own program."""
     weight = w[name + ".weight"]
-    return ttnn.linear(x, weight, bias=w[name + ".bias"] if bias else None, memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                       compute_kernel_config=w.compute_config(weight))
+    shape = tuple(x.shape)
+    config = short_m_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation)
+    y = ttnn.linear(x, weight, bias=w[name + ".bias"] if bias else None, program_config=config,
+                    memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=w.compute_config(weight))
+    if activation and config is None:
+        y = gelu_tanh(y) if activation == "gelu_tanh" else ttnn.silu(y, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    return y
 
 
 def layer_norm(w: DeviceWeights, x: ttnn.Tensor, name: str | None, eps: float) -> ttnn.Tensor:

@@ -22,13 +22,13 @@ import ttnn
 
 from ..common.configs import DiTConfig, VLSelfAttentionConfig
 from ..common.embeddings import timestep_sinusoid
-from .ttnn_common import (DeviceWeights, attend, fused_self_attention, gelu_tanh, layer_norm, linear,
+from .ttnn_common import (DeviceWeights, attend, fused_self_attention, layer_norm, linear,
                           modulated_layer_norm, split_heads)
 from .weight_layout import DIT, VLSA, tile_up
 
 
 def feed_forward(w: DeviceWeights, x: ttnn.Tensor, p: str) -> ttnn.Tensor:
-    return linear(w, gelu_tanh(linear(w, x, p + "ff.net.0.proj")), p + "ff.net.2")
+    return linear(w, linear(w, x, p + "ff.net.0.proj", activation="gelu_tanh"), p + "ff.net.2")
 
 
 class TtSelfAttentionTransformer:

@@ -31,6 +31,13 @@ def rotate_half_matrix(head_dim: int, padded: int | None = None) -> torch.Tensor
     return r
 
 
+def fused_rope_applies(head_dim: int, padded: int) -> bool:
+    """Whether ttnn's ``rotary_embedding_hf`` computes this RoPE: it rotates the halves of the stored head
+    width, which it needs to be 32 or a multiple of 64. Right for unpadded heads of such widths (every
+    full-size config: 128 and 64), wrong for heads zero-padded to a tile (the tiny test configs' 16 → 32)."""
+    return head_dim == padded and (head_dim == 32 or head_dim % 64 == 0)
+
+
 class TtQwen3:
     def __init__(self, w: DeviceWeights, c: Qwen3Config, num_layers: int, seq_len: int, prefix: str = LLM):
         self.w, self.c, self.n, self.p = w, c, num_layers, prefix
@@ -40,11 +47,16 @@ class TtQwen3:
         def put(t):
             return ttnn.from_torch(t[None, None], dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
 
-        self.cos, self.sin, self.rot = put(cos), put(sin), put(rotate_half_matrix(hd, padded))
+        self.cos, self.sin = put(cos), put(sin)
+        self.rot = None if fused_rope_applies(hd, padded) else put(rotate_half_matrix(hd, padded))
 
     def rope(self, x: ttnn.Tensor) -> ttnn.Tensor:
-        """``x·cos + (x @ R)·sin`` over heads [1, H, S, hd'] with this module's tables (subclasses and the
-        Qwen3-VL vision tower set other ``cos`` / ``sin``)."""
+        """RoPE ("rotate half") over heads [1, H, S, hd'] with this module's tables (subclasses and the Qwen3-VL
+        vision tower set other ``cos`` / ``sin``): ttnn's fused ``rotary_embedding_hf`` where it applies (one
+        program), else ``x·cos + (x @ R)·sin`` (a matmul, two multiplies and an add)."""
+        if self.rot is None:
+            return ttnn.experimental.rotary_embedding_hf(x, self.cos, self.sin, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                                                         compute_kernel_config=self.w.norm_config)
         rotated = ttnn.matmul(x, self.rot, memory_config=ttnn.DRAM_MEMORY_CONFIG,
                               compute_kernel_config=self.w.norm_config)
         return ttnn.add(ttnn.mul(x, self.cos), ttnn.mul(rotated, self.sin))

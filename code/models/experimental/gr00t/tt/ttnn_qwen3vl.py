@@ -29,7 +29,7 @@ import ttnn
 from ..common.configs import Qwen3VLConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import mrope_cos_sin, vision_rope_cos_sin
 from .ttnn_common import NEG_INF, DeviceWeights, attend, gelu_exact, gelu_tanh, layer_norm, linear
-from .ttnn_qwen3 import TtQwen3, rotate_half_matrix
+from .ttnn_qwen3 import TtQwen3, fused_rope_applies, rotate_half_matrix
 from .weight_layout import tile_up
 from .weight_layout_n17 import STATIC_POS, TEXT, VISUAL
 
@@ -57,7 +57,8 @@ class TtQwen3VLVision:
         def put(t):
             return ttnn.from_torch(t[None, None], dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
 
-        self.cos, self.sin, self.rot = put(cos), put(sin), put(rotate_half_matrix(hd, padded))
+        self.cos, self.sin = put(cos), put(sin)
+        self.rot = None if fused_rope_applies(hd, padded) else put(rotate_half_matrix(hd, padded))
         self.mask = put(block_diagonal_mask(seq_lens))
 
     rope = TtQwen3.rope  # the same rotation, over this tower's 2-D tables
@@ -116,7 +117,8 @@ class TtQwen3VLText(TtQwen3):
             return ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=w.device)
 
         self.cos, self.sin = put(cos[None, None]), put(sin[None, None])
-        self.rot, self.placement = put(rotate_half_matrix(hd, padded)[None, None]), put(placement[None])
+        self.rot = None if fused_rope_applies(hd, padded) else put(rotate_half_matrix(hd, padded)[None, None])
+        self.placement = put(placement[None])
 
     def __call__(self, embeds: ttnn.Tensor, deepstack: list[ttnn.Tensor], taps: dict | None = None) -> ttnn.Tensor:
         """[1, S_pad, D] embeddings, DeepStack features [1, N_image, D] → last kept layer's output [1, S_pad, D];

@@ -11,6 +11,8 @@ comparison has teeth."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from functools import partial
 
 import pytest
@@ -33,19 +35,29 @@ PAD_TOKEN_ID = 151643  # <|endoftext|>
 INSTRUCTION_IDS = [3735, 279, 1896, 323, 2182, 432, 304, 279, 14024]
 
 
-@pytest.fixture(scope="module")
-def vision_reference():
+# Heads of 64 (no tile padding): the width at which the RoPE runs as ttnn's fused ``rotary_embedding_hf``, as at full
+# size; the tiny heads of 16 are padded to 32 and keep the ``x·cos + (x @ R)·sin`` form.
+FUSED_ROPE_VISION = replace(TINY, hidden_size=128, num_heads=2)
+FUSED_ROPE_TEXT = replace(BACKBONE.text, head_dim=64, mrope_section=(16, 8, 8))
+
+
+def make_vision_reference(c):
     from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLVisionModel
 
-    model = randomize_(Qwen3VLVisionModel(TINY), seed=3).eval()
-    patches = torch.randn(sum(t * h * w for t, h, w in DROID_GRIDS), TINY.patch_dim,
+    model = randomize_(Qwen3VLVisionModel(c), seed=3).eval()
+    patches = torch.randn(sum(t * h * w for t, h, w in DROID_GRIDS), c.patch_dim,
                           generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         tokens, deepstack = model(patches, torch.tensor(DROID_GRIDS))
     return model.state_dict(), patches, tokens, deepstack
 
 
-def run_golden(state: dict, patches: torch.Tensor, mutate=None):
+@pytest.fixture(scope="module")
+def vision_reference():
+    return make_vision_reference(TINY)
+
+
+def run_golden(state: dict, patches: torch.Tensor, mutate=None, c=TINY):
     from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
     from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLVision
@@ -53,18 +65,18 @@ def run_golden(state: dict, patches: torch.Tensor, mutate=None):
 
     with golden_execution("fp32") as shim:
         tensors = {name: shim.from_torch(t) for name, t, _ in
-                   vision_device_tensors(lambda n: state[n], list(state), TINY, DROID_GRIDS, prefix="")}
+                   vision_device_tensors(lambda n: state[n], list(state), c, DROID_GRIDS, prefix="")}
         weights = DeviceWeights(HOST_DEVICE, tensors)
-        module = TtQwen3VLVision(weights, TINY, DROID_GRIDS, prefix="")
+        module = TtQwen3VLVision(weights, c, DROID_GRIDS, prefix="")
         if mutate:
             mutate(module)
         tokens, deepstack = module(shim.from_torch(patches[None]))
-    return tokens[0], [d[0] for d in deepstack], weights
+    return tokens[0], [d[0] for d in deepstack], weights, module
 
 
 def test_the_vision_tower_data_flow_equals_the_fp32_reference(mock_device, vision_reference):
     state, patches, want_tokens, want_deepstack = vision_reference
-    tokens, deepstack, weights = run_golden(state, patches)
+    tokens, deepstack, weights, _ = run_golden(state, patches)
     assert tokens.shape == want_tokens.shape == (448, TINY.out_hidden_size)  # 4 images × 112 tokens
     diffs = {"tokens": max_abs_diff(tokens.numpy(), want_tokens.numpy())}
     diffs.update({f"deepstack_{i}": max_abs_diff(got.numpy(), want.numpy())
@@ -85,8 +97,23 @@ def test_a_broken_mask_or_rope_would_be_caught(mock_device, vision_reference, br
         else:
             module.cos, module.sin = torch.ones_like(module.cos), torch.zeros_like(module.sin)
 
-    tokens, _, _ = run_golden(state, patches, mutate)
+    tokens, _, _, _ = run_golden(state, patches, mutate)
     assert max_abs_diff(tokens.numpy(), want_tokens.numpy()) > 1e-2
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["fused rope", "fused rope, sin negated"])
+def test_the_fused_rope_vision_tower_equals_the_fp32_reference(mock_device, broken):
+    state, patches, want_tokens, want_deepstack = make_vision_reference(FUSED_ROPE_VISION)
+
+    def negate_sin(module):
+        module.sin = -module.sin
+
+    tokens, deepstack, _, module = run_golden(state, patches, negate_sin if broken else None, c=FUSED_ROPE_VISION)
+    assert module.rot is None  # the fused op ran, not the rotation matmul
+    d = max([max_abs_diff(tokens.numpy(), want_tokens.numpy())]
+            + [max_abs_diff(g.numpy(), w.numpy()) for g, w in zip(deepstack, want_deepstack, strict=True)])
+    print(f"golden N1.7 vision tower, heads of 64 (fused RoPE){', sin negated' if broken else ''}: max |d| {d:.1e}")
+    assert d > 1e-2 if broken else d < 1e-5
 
 
 def test_the_vision_tower_runs_on_the_mock_p150(mock_device, vision_reference):
@@ -122,12 +149,10 @@ def test_the_vision_tower_runs_on_the_mock_p150(mock_device, vision_reference):
     assert weights.used == set(weights.names())
 
 
-@pytest.fixture(scope="module")
-def text_reference():
+def make_text_reference(c):
     from models.experimental.gr00t.common.embeddings import rope_index
     from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLTextModel
 
-    c = BACKBONE.text
     model = randomize_(Qwen3VLTextModel(c, BACKBONE.select_layer), seed=5).eval()
     ids = droid_prompt(DROID_GRIDS, INSTRUCTION_IDS)
     g = torch.Generator().manual_seed(6)
@@ -135,20 +160,26 @@ def text_reference():
     deepstack = [torch.randn(448, c.hidden_size, generator=g) for _ in TINY.deepstack_visual_indexes]
     image_mask = ids == BACKBONE.image_token_id
     with torch.no_grad():
-        want = model(embeds, rope_index(ids, torch.tensor(DROID_GRIDS), BACKBONE), image_mask, deepstack)
+        want = model(embeds, rope_index(ids, torch.tensor(DROID_GRIDS), replace(BACKBONE, text=c)), image_mask,
+                     deepstack)
     return model.state_dict(), ids, embeds, deepstack, want
 
 
-def run_text_golden(state, ids, embeds, deepstack, mutate=None):
+@pytest.fixture(scope="module")
+def text_reference():
+    return make_text_reference(BACKBONE.text)
+
+
+def run_text_golden(state, ids, embeds, deepstack, mutate=None, c=BACKBONE.text):
     from models.experimental.gr00t.common.embeddings import rope_index
     from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
     from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLText
     from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors
 
-    c, s = BACKBONE.text, ids.shape[1]
+    s = ids.shape[1]
     padded = torch.cat([ids, torch.full((1, S_PAD - s), PAD_TOKEN_ID)], dim=1)
-    position_ids = rope_index(padded, torch.tensor(DROID_GRIDS), BACKBONE)[:, 0]  # [3, S_pad]
+    position_ids = rope_index(padded, torch.tensor(DROID_GRIDS), replace(BACKBONE, text=c))[:, 0]  # [3, S_pad]
     image_rows = torch.nonzero(padded[0] == BACKBONE.image_token_id).flatten().tolist()
     with golden_execution("fp32") as shim:
         tensors = {name: shim.from_torch(t) for name, t, _ in
@@ -159,7 +190,21 @@ def run_text_golden(state, ids, embeds, deepstack, mutate=None):
             mutate(module, position_ids)
         x = torch.cat([embeds, torch.zeros(1, S_PAD - s, c.hidden_size)], dim=1)
         out = module(shim.from_torch(x), [shim.from_torch(d[None]) for d in deepstack])
+    assert (module.rot is None) == (c.head_dim % 64 == 0)  # the fused RoPE runs exactly where it applies
     return out[0, :s], weights
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["fused rope", "fused rope, sin negated"])
+def test_the_fused_rope_text_decoder_equals_the_fp32_reference(mock_device, broken):
+    state, ids, embeds, deepstack, want = make_text_reference(FUSED_ROPE_TEXT)
+
+    def negate_sin(module, position_ids):
+        module.sin = -module.sin
+
+    got, _ = run_text_golden(state, ids, embeds, deepstack, negate_sin if broken else None, c=FUSED_ROPE_TEXT)
+    d = max_abs_diff(got.numpy(), want[0].numpy())
+    print(f"golden N1.7 text decoder, heads of 64 (fused RoPE){', sin negated' if broken else ''}: max |d| {d:.1e}")
+    assert d > 1e-2 if broken else d < 1e-5
 
 
 def test_the_text_decoder_data_flow_equals_the_fp32_reference(mock_device, text_reference):

@@ -170,3 +170,38 @@ def test_host_cast_gives_the_bits_of_ttnn_s_own_float32_conversion(mock_device):
     truncated = (bits >> 16).to(torch.int32).to(torch.int16).reshape(theirs.shape)  # what a cast without rounding gives
     assert (theirs[~nan] != truncated[~nan]).sum() > 100_000  # so the comparison above tells rounding apart
     assert host_cast(values, "uint32") is values  # other dtypes go to ttnn untouched
+
+
+@pytest.mark.parametrize("m, k, n, act, want", [
+    (64, 1536, 6144, "gelu_tanh", (16, 2, 2, 2, 2)),  # DiT FF1: 96 cores, K steps of 16 tiles, GELU fused
+    (64, 6144, 1536, None, (16, 2, 1, 2, 1)),  # DiT FF2: N = 48 tiles, so 48 cores
+    (64, 1536, 4608, None, (16, 2, 2, 2, 2)),  # DiT fused QKV: 72 cores
+    (16, 96, 1536, None, (3, 1, 1, 1, 1)),  # one tile row, a K of 3 tiles
+    (384, 2048, 6144, "gelu_tanh", None),  # not short: ttnn's default, the activation as its own op
+])
+def test_short_activation_matmul_configs(mock_device, m, k, n, act, want):
+    import ttnn
+
+    from models.experimental.gr00t.tt.matmul_configs import short_m_config
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights, linear
+
+    config = short_m_config(m, k, n, act)
+    if want is None:
+        assert config is None
+    else:
+        got = (config.in0_block_w, config.per_core_M, config.per_core_N, config.out_subblock_h,
+               config.out_subblock_w)
+        assert got == want
+        assert (config.fused_activation is not None) == (act is not None)
+    # through the device stack: accepted, and a fused activation costs no program of its own
+    put = {"bias": torch.zeros(1, n), "weight": torch.zeros(k, n)}
+    w = DeviceWeights(mock_device, {f"p.{name}": ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                                                                   device=mock_device) for name, t in put.items()})
+    x = ttnn.from_torch(torch.zeros(1, m, k), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device)
+    with ttnn.manage_config("enable_fast_runtime_mode", False):
+        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+        y = linear(w, x, "p", activation=act)
+        graph = ttnn.graph.end_graph_capture()
+    programs = sum(1 for node in graph if node["node_type"] == "program_execution")
+    assert tuple(y.shape) == (1, m, n)
+    assert programs == (2 if act and want is None else 1)
