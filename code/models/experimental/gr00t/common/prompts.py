@@ -158,11 +158,6 @@ def n15_template(n_images: int, tokens_per_image: int) -> tuple[str, str]:
             "<|im_end|>\n<|im_start|>assistant\n")
 
 
-def n15_prompt(text: str, n_images: int, tokens_per_image: int) -> str:
-    before, after = n15_template(n_images, tokens_per_image)
-    return before + text + after
-
-
 @lru_cache(maxsize=16)
 def _template_ids(tok, before: str, after: str) -> tuple[list[int], list[int]]:
     return tok(before, add_special_tokens=False)["input_ids"], tok(after, add_special_tokens=False)["input_ids"]
@@ -216,11 +211,6 @@ def n17_template(tokens_per_image: tuple[int, ...]) -> tuple[str, str]:
     its merged-token count of ``<|image_pad|>``."""
     images = "".join("<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>" for n in tokens_per_image)
     return f"<|im_start|>user\n{images}", "<|im_end|>\n"
-
-
-def n17_prompt(text: str, tokens_per_image: list[int]) -> str:
-    before, after = n17_template(tuple(tokens_per_image))
-    return before + text + after
 
 
 def encode_n17_prompt(instruction: str, *, tokens_per_image: list[int], max_text_tokens: int,

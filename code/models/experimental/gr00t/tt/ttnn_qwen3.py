@@ -4,8 +4,9 @@
 
 The sequence is right-padded to a fixed length (384 for GR1). Causal attention already keeps every
 real row from seeing the padding after it, so no extra mask is needed here; the padded rows carry
-values nobody reads (the adapter masks them as keys). RoPE ("rotate half") is ``x·cos + (x @ R)·sin``
-with R the signed permutation that rotates the halves: exact in bf16, one small matmul.
+values nobody reads (the adapter masks them as keys). RoPE ("rotate half") runs as ttnn's fused
+``rotary_embedding_hf`` (one program) where the head width allows it, else as ``x·cos + (x @ R)·sin`` with R
+the signed permutation that rotates the halves (exact in bf16, one small matmul).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ host: the position rows interpolated from the learned grid (a converted weight, 
 ``weight_layout_n17``), the 2-D RoPE tables, and the attention mask that keeps every image to itself.
 
 Input: the processor's flattened patch rows [1, P, C·T·p·p] in merge order, so the Conv3d patch
-embedding is one matmul. Each of the ``depth`` blocks is pre-LN attention (fused QKV, 2-D RoPE as
-``x·cos + (x @ R)·sin``, SDPA with an additive block-diagonal mask) and a tanh-GELU MLP. After the blocks
+embedding is one matmul. Each of the ``depth`` blocks is pre-LN attention (fused QKV, 2-D RoPE through
+``TtQwen3.rope``, SDPA with an additive block-diagonal mask) and a tanh-GELU MLP. After the blocks
 listed in ``deepstack_visual_indexes`` a DeepStack merger (shuffle 2×2 patches into one row, LayerNorm
 over the shuffled row, fc1, erf GELU, fc2) taps the stream; the final merger normalises each patch first.
 
