@@ -8,7 +8,9 @@ sequence axis. Matmuls accumulate in fp32 (``fp32_dest_acc_en``): HiFi4 against 
 against bfloat8_b ones (HiFi2 multiplies the weight's mantissa exactly but truncates the activation's last
 mantissa bit: ``golden_ops``' ``device_hifi2`` model). LayerNorm and RMSNorm run with ``math_approx_mode``
 off (exact rsqrt / reciprocal: their per-row scale errors would otherwise reach every token; the audit's
-§1.3); matmuls and SDPA keep ttnn's default, until a card shows what the exact mode costs there.
+§1.3); matmuls and SDPA keep ttnn's default, until a card shows what the exact mode costs there. Short
+activations (M ≤ 64 rows) run on the explicit configs of ``matmul_configs``; every other matmul and SDPA on
+ttnn's default program config.
 """
 
 from __future__ import annotations
