@@ -9,6 +9,7 @@ synthetic one (≈7 GB; generated once into ``$GR00T_CACHE/synthetic`` like the 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -29,8 +30,22 @@ def full_checkpoint() -> Path:
     cache = Path(os.environ.get("GR00T_CACHE") or Path.home() / ".cache" / "gr00t-p150")
     path = cache / "synthetic" / "n15-full-seed0"  # the server's synthetic:full location
     if synthetic_info(path) is None:
+        _need_free_disk(cache, NEEDS_GB)
         write_checkpoint(path, scale="full", seed=0, version="n15")
     return path
+
+
+# The full checkpoint (6.5 GB) plus its TT weight cache (see the "TT weight cache written" line), with margin.
+NEEDS_GB = 14
+
+
+def _need_free_disk(where: Path, gigabytes: float) -> None:
+    """Fail before writing gigabytes, with the numbers, rather than deep inside a tensor dump (ENOSPC)."""
+    where.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(where).free / 1e9
+    if free < gigabytes:
+        pytest.fail(f"the full-size tests write about {gigabytes} GB under {where} (checkpoint + TT cache); "
+                    f"only {free:.1f} GB is free there. Free disk, or point TMPDIR / --basetemp elsewhere.")
 
 
 @pytest.fixture(scope="module")
