@@ -125,12 +125,6 @@ def gelu_exact(x: ttnn.Tensor) -> ttnn.Tensor:
     return ttnn.gelu(x, variant=ttnn.GeluVariant.Accurate, memory_config=ttnn.DRAM_MEMORY_CONFIG)
 
 
-def split_heads(x: ttnn.Tensor, heads: int, head_dim: int) -> ttnn.Tensor:
-    """[1, S, H·hd] → [1, H, S, hd]."""
-    s = x.shape[1]
-    return ttnn.permute(ttnn.reshape(x, [1, s, heads, head_dim]), (0, 2, 1, 3))
-
-
 def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, scale: float,
            mask: ttnn.Tensor | None = None, causal: bool = False) -> ttnn.Tensor:
     """SDPA over [1, H, S, hd'] heads → [1, S, H·hd'] (heads concatenated). ``mask`` is additive
@@ -142,12 +136,13 @@ def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, 
     return ttnn.reshape(o, [1, o.shape[2], o.shape[3]])  # [1, 1, S, H·hd'] → [1, S, H·hd'], a view
 
 
-def fused_self_attention(w: DeviceWeights, x: ttnn.Tensor, p: str, out: str, heads: int, head_dim: int,
-                         *, bias: bool, mask: ttnn.Tensor | None = None) -> ttnn.Tensor:
-    """Self-attention with the fused, head-padded ``p + "qkv"`` projection and ``p + out`` output.
-    ``head_dim`` is the checkpoint's (it sets the scale); the padded width comes from the weights."""
+def fused_self_attention(w: DeviceWeights, x: ttnn.Tensor, p: str, out: str, heads: int, *, scale: float,
+                         bias: bool, mask: ttnn.Tensor | None = None) -> ttnn.Tensor:
+    """Self-attention with the fused, head-padded ``p + "qkv"`` projection and ``p + out`` output. ``scale``: the
+    softmax scale, hd^-½ of the checkpoint's head dim, or 1 where the converter folded it into q
+    (``weight_layout._attention``); the padded width comes from the weights."""
     qkv = linear(w, x, p + "qkv", bias=bias)
     q, k, v = ttnn.transformer.split_query_key_value_and_split_heads(qkv, num_heads=heads, transpose_key=False,
                                                                      memory_config=ttnn.DRAM_MEMORY_CONFIG)
-    o = attend(w, q, k, v, scale=head_dim**-0.5, mask=mask)
+    o = attend(w, q, k, v, scale=scale, mask=mask)
     return linear(w, o, p + out, bias=bias)

@@ -5,7 +5,7 @@
 padded LLM positions masked as keys.
 
 ``TtDiT``: 16 AdaLN blocks over the 49 action-side tokens, padded to 64 rows. Even blocks attend to
-the VL tokens (their K/V are computed once per request by ``cross_kv``, not once per Euler step),
+the VL tokens (their K/V heads are computed once per request by ``cross_kv``, not once per Euler step),
 odd blocks to the 64 rows with the 15 padding rows masked as keys. The AdaLN modulation and the
 output layer's shift/scale depend only on the timestep bucket, so ``modulation`` computes them once
 at load for the 4 buckets; each step reads them.
@@ -22,9 +22,18 @@ import ttnn
 
 from ..common.configs import DiTConfig, VLSelfAttentionConfig
 from ..common.embeddings import timestep_sinusoid
-from .ttnn_common import (DeviceWeights, attend, fused_self_attention, layer_norm, linear,
-                          modulated_layer_norm, split_heads)
-from .weight_layout import DIT, VLSA, tile_up
+from .ttnn_common import DeviceWeights, attend, fused_self_attention, layer_norm, linear, modulated_layer_norm
+from .weight_layout import DIT, VLSA
+
+# The action head's attentions run SDPA at scale 1: the converter folded hd^-½ into q (``weight_layout._attention``).
+FOLDED_SCALE = 1.0
+
+
+def heads_matmul(w: DeviceWeights, x: ttnn.Tensor, name: str) -> ttnn.Tensor:
+    """[1, 1, S, D] @ per-head weights [1, H, D, hd'] → heads [1, H, S, hd'] in one batched matmul (ttnn reuses the
+    activation for every head: its batch dims are 1)."""
+    weight = w[name]
+    return ttnn.matmul(x, weight, memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=w.compute_config(weight))
 
 
 def feed_forward(w: DeviceWeights, x: ttnn.Tensor, p: str) -> ttnn.Tensor:
@@ -42,7 +51,7 @@ class TtSelfAttentionTransformer:
             p = f"{self.p}transformer_blocks.{i}."
             h = layer_norm(w, x, p + "norm1", c.norm_eps)
             x = ttnn.add(x, fused_self_attention(w, h, p + "attn1.", "to_out.0", c.num_attention_heads,
-                                                 c.attention_head_dim, bias=True, mask=key_mask))
+                                                 scale=FOLDED_SCALE, bias=True, mask=key_mask))
             x = ttnn.add(x, feed_forward(w, layer_norm(w, x, p + "norm3", c.norm_eps), p))
         return x
 
@@ -58,7 +67,6 @@ class Modulation:
 class TtDiT:
     def __init__(self, w: DeviceWeights, c: DiTConfig, prefix: str = DIT):
         self.w, self.c, self.p = w, c, prefix
-        self.padded_head_dim = tile_up(c.attention_head_dim)
 
     def modulation(self, bucket: int) -> Modulation:
         """AdaLN constants for one timestep bucket (run once per bucket at load)."""
@@ -80,19 +88,14 @@ class TtDiT:
         return Modulation(blocks, (ttnn.add(scale, 1.0), shift))
 
     def cross_kv(self, vl_embs: ttnn.Tensor) -> list[tuple[ttnn.Tensor, ttnn.Tensor] | None]:
-        """K/V heads [1, H, S_pad, hd'] of every cross-attention block, from the VL tokens."""
+        """K/V heads [1, H, S_pad, hd'] of every cross-attention block, from the VL tokens: one batched matmul each
+        (K without its bias, V's bias folded into the output projection: ``weight_layout._attention``)."""
         w, c, out = self.w, self.c, []
-        inner = c.num_attention_heads * self.padded_head_dim
+        vl = ttnn.reshape(vl_embs, [1, 1, vl_embs.shape[1], vl_embs.shape[2]])
         for i in range(c.num_layers):
-            if not c.cross_attends(i):
-                out.append(None)
-                continue
-            kv = linear(w, vl_embs, f"{self.p}transformer_blocks.{i}.attn1.kv")
-            s = vl_embs.shape[1]
-            k = split_heads(ttnn.slice(kv, [0, 0, 0], [1, s, inner]), c.num_attention_heads, self.padded_head_dim)
-            v = split_heads(ttnn.slice(kv, [0, 0, inner], [1, s, 2 * inner]), c.num_attention_heads,
-                            self.padded_head_dim)
-            out.append((k, v))
+            p = f"{self.p}transformer_blocks.{i}.attn1."
+            out.append((heads_matmul(w, vl, p + "k.weight"), heads_matmul(w, vl, p + "v.weight"))
+                       if c.cross_attends(i) else None)
         return out
 
     def __call__(self, x: ttnn.Tensor, mod: Modulation, kv: list, cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor],
@@ -105,12 +108,13 @@ class TtDiT:
             scale, shift = mod.blocks[i]
             n = modulated_layer_norm(w, x, scale, shift, c.norm_eps)
             if c.cross_attends(i):
-                q = split_heads(linear(w, n, p + "attn1.q"), c.num_attention_heads, self.padded_head_dim)
+                q = ttnn.add(heads_matmul(w, ttnn.reshape(n, [1, 1, n.shape[1], n.shape[2]]), p + "attn1.q.weight"),
+                             w[p + "attn1.q.bias"], memory_config=ttnn.DRAM_MEMORY_CONFIG)
                 k, v = kv[i]
                 mask = cross_mask[c.cross_keys(i)] if isinstance(cross_mask, dict) else cross_mask
-                o = linear(w, attend(w, q, k, v, scale=c.attention_head_dim**-0.5, mask=mask), p + "attn1.to_out.0")
+                o = linear(w, attend(w, q, k, v, scale=FOLDED_SCALE, mask=mask), p + "attn1.to_out.0")
             else:
-                o = fused_self_attention(w, n, p + "attn1.", "to_out.0", c.num_attention_heads, c.attention_head_dim,
+                o = fused_self_attention(w, n, p + "attn1.", "to_out.0", c.num_attention_heads, scale=FOLDED_SCALE,
                                          bias=True, mask=self_mask)
             x = ttnn.add(x, o)
             x = ttnn.add(x, feed_forward(w, layer_norm(w, x, None, c.norm_eps), p))

@@ -23,8 +23,8 @@ class TtSiglipVision:
     def layer(self, x: ttnn.Tensor, i: int) -> ttnn.Tensor:
         w, c, p = self.w, self.c, f"{self.p}encoder.layers.{i}."
         h = layer_norm(w, x, p + "layer_norm1", c.layer_norm_eps)
-        x = ttnn.add(x, fused_self_attention(w, h, p + "self_attn.", "out_proj", c.num_attention_heads, c.head_dim,
-                                             bias=True))
+        x = ttnn.add(x, fused_self_attention(w, h, p + "self_attn.", "out_proj", c.num_attention_heads,
+                                             scale=c.head_dim**-0.5, bias=True))
         h = layer_norm(w, x, p + "layer_norm2", c.layer_norm_eps)
         h = linear(w, gelu_tanh(linear(w, h, p + "mlp.fc1")), p + "mlp.fc2")
         return ttnn.add(x, h)

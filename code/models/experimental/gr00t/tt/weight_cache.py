@@ -29,7 +29,7 @@ from ..common.layouts import Layout
 from ..common.versions import get_spec, load
 from .policy import TTPolicy
 
-CONVERTER_VERSION = 2  # bump when a conversion rule changes: old caches are then ignored
+CONVERTER_VERSION = 3  # bump when a conversion rule changes: old caches are then ignored
 MANIFEST = "manifest.json"
 LAYOUT_MODULES = {"n15": "weight_layout", "n17": "weight_layout_n17"}  # version → its device_tensors' module
 

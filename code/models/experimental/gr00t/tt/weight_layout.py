@@ -4,11 +4,12 @@
 Every rule here is an exact rewrite of the checkpoint, not an approximation:
 - ``nn.Linear`` weights [out, in] are stored transposed, [in, out], as ``ttnn.linear`` wants them;
   1-D parameters become [1, D] rows.
-- Attention Q/K/V projections are fused into one ``qkv`` (or ``q`` + ``kv`` for cross-attention)
-  weight whose columns are heads-major, the order ``ttnn.transformer.split_query_key_value_and_split_heads``
-  reads. Head dims that are not a multiple of the 32-wide tile (SigLIP 72, DiT 48) are zero-padded per
-  head to the next multiple (96, 64): padded q·k terms are 0·0 and padded value columns meet zero rows
-  of the padded output projection, so attention is unchanged. (ttnn's SDPA refuses padded head dims.)
+- Attention Q/K/V projections are fused into one ``qkv`` weight whose columns are heads-major, the order
+  ``ttnn.transformer.split_query_key_value_and_split_heads`` reads (cross-attention: per-head batched ``q``,
+  ``k``, ``v``; ``_attention`` says why, and how the action head's softmax scale is folded into q).
+  Head dims that are not a multiple of the 32-wide tile (SigLIP 72, DiT 48) are zero-padded per head to the
+  next multiple (96, 64): padded q·k terms are 0·0 and padded value columns meet zero rows of the padded output
+  projection, so attention is unchanged. (ttnn's SDPA refuses padded head dims.)
   Qwen3's per-head RMSNorm gets a compensating scale (see ``device_tensors``); full-size Qwen3 heads
   (128) need no padding.
 - Other widths that are not tile multiples (SigLIP's MLP 4304, the 588-wide patch vector) get zero
@@ -16,7 +17,7 @@ Every rule here is an exact rewrite of the checkpoint, not an approximation:
 - The patch convolution becomes a [C·k·k, D] matmul on host-unfolded patches; embodiment-specific
   layers keep only the served embodiment's row; the action position table keeps the horizon's rows.
 
-Names of fused or reshaped tensors end in a suffix that says so (``.qkv.weight``, ``.kv.weight``).
+Names of fused or reshaped tensors end in a suffix that says so (``.qkv.weight``).
 """
 
 from __future__ import annotations
@@ -82,28 +83,48 @@ def category_row(w: torch.Tensor, embodiment_id: int) -> torch.Tensor:
     return (r if r.ndim == 2 else r.unsqueeze(0)).contiguous()
 
 
+def heads_batched(w: torch.Tensor, heads: int, head_dim: int) -> torch.Tensor:
+    """Projection weight [H·hd, in] → [1, H, in, hd'] (each head zero-padded): the per-head weights of one batched
+    ``ttnn.matmul`` that broadcasts the activation [1, 1, S, in] over the heads and writes [1, H, S, hd'] heads."""
+    return pad_heads_out(w, heads, head_dim).reshape(w.shape[1], heads, -1).permute(1, 0, 2).unsqueeze(0).contiguous()
+
+
 def _attention(load: Callable[[str], torch.Tensor], p: str, out: str, names: tuple[str, str, str], heads: int,
                kv_heads: int, head_dim: int, bias: bool, cross: bool = False,
-               qk_scale: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> Iterator[tuple[str, torch.Tensor, str]]:
+               qk_scale: tuple[float, float, float] = (1.0, 1.0, 1.0),
+               fold_softmax_scale: bool = False) -> Iterator[tuple[str, torch.Tensor, str]]:
     """Fused, head-padded projections of one attention module whose Q/K/V/out names are ``p + names[i]``
-    (``kv_heads`` < ``heads``: grouped-query attention; ``qk_scale`` multiplies each projection)."""
+    (``kv_heads`` < ``heads``: grouped-query attention; ``qk_scale`` multiplies each projection's weight).
+
+    ``fold_softmax_scale``: q's weight and bias carry the softmax scale hd^-½, so the module runs SDPA with scale 1,
+    the one value for which ttnn's SDPA does not pre-multiply an additive mask by 1/scale (one program per masked
+    attention layer). q·k·s is the same product either way.
+
+    ``cross``: the query comes from the action tokens (``q``), keys and values from the VL tokens once per request
+    (``k``, ``v``); all three are per-head batched weights (``heads_batched``), so each projection writes its heads
+    in one matmul with no head-split programs. K's bias is dropped: it adds q_i·b_k to every logit of query i, a
+    constant per softmax row. V's bias is folded into the output bias: the attention weights of a row sum to 1, so
+    the output gains exactly b_v·W_out^T."""
     names = [p + n for n in names]
     counts = (heads, kv_heads, kv_heads)
-    ws = [pad_heads_out(load(n + ".weight") * s, c, head_dim) for n, c, s in zip(names, counts, qk_scale)]
-    bs = [pad_heads_out(load(n + ".bias"), c, head_dim) for n, c in zip(names, counts)] if bias else None
-    if cross:  # query from the action tokens, key/value from the VL tokens (computed once per request)
-        yield p + "q.weight", ws[0], "tile"
-        yield p + "kv.weight", torch.cat(ws[1:], dim=1), "tile"
+    scale = (head_dim**-0.5 if fold_softmax_scale else 1.0, 1.0, 1.0)
+    raw = [load(n + ".weight") * s * f for n, s, f in zip(names, qk_scale, scale)]
+    braw = [load(n + ".bias") * f for n, f in zip(names, scale)] if bias else None
+    w_out = load(p + out + ".weight")
+    if cross:
+        for name, w, c in zip(("q", "k", "v"), raw, counts):
+            yield f"{p}{name}.weight", heads_batched(w, c, head_dim), "tile"
         if bias:
-            yield p + "q.bias", bs[0], "tile"
-            yield p + "kv.bias", torch.cat(bs[1:], dim=1), "tile"
+            yield p + "q.bias", pad_heads_out(braw[0], heads, head_dim).reshape(1, heads, 1, -1), "tile"
+            yield p + out + ".bias", row(load(p + out + ".bias") + w_out @ braw[2]), "tile"
     else:
+        ws = [pad_heads_out(w, c, head_dim) for w, c in zip(raw, counts)]
         yield p + "qkv.weight", torch.cat(ws, dim=1), "tile"
         if bias:
-            yield p + "qkv.bias", torch.cat(bs, dim=1), "tile"
-    yield p + out + ".weight", pad_heads_in(load(p + out + ".weight"), heads, head_dim), "tile"
-    if bias:
-        yield p + out + ".bias", row(load(p + out + ".bias")), "tile"
+            yield p + "qkv.bias", torch.cat([pad_heads_out(b, c, head_dim) for b, c in zip(braw, counts)], dim=1), \
+                "tile"
+            yield p + out + ".bias", row(load(p + out + ".bias")), "tile"
+    yield p + out + ".weight", pad_heads_in(w_out, heads, head_dim), "tile"
 
 
 def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config: Gr00tN15Config,
@@ -116,9 +137,10 @@ def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config
     fused: set[str] = set()
 
     def attention(p: str, out: str, qkv: tuple[str, str, str], heads: int, hd: int, bias: bool, cross=False,
-                  kv_heads: int | None = None, qk_scale=(1.0, 1.0, 1.0)):
+                  kv_heads: int | None = None, qk_scale=(1.0, 1.0, 1.0), fold_softmax_scale=False):
         fused.update(p + n + s for n in (*qkv, out) for s in (".weight", ".bias"))
-        yield from _attention(load, p, out, qkv, heads, kv_heads or heads, hd, bias, cross, qk_scale)
+        yield from _attention(load, p, out, qkv, heads, kv_heads or heads, hd, bias, cross, qk_scale,
+                              fold_softmax_scale)
 
     # Qwen3 normalises each q/k head (RMSNorm over head_dim) before RoPE. Over a zero-padded head the
     # mean of squares shrinks by hd/hd'; scaling q and k by s = √(hd'/hd) restores it, and the norm's
@@ -134,10 +156,11 @@ def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config
                              qk_scale=(qk_norm_scale, qk_norm_scale, 1.0))
     for i in range(sa.num_layers):
         yield from attention(f"{VLSA}transformer_blocks.{i}.attn1.", "to_out.0", ("to_q", "to_k", "to_v"),
-                             sa.num_attention_heads, sa.attention_head_dim, True)
+                             sa.num_attention_heads, sa.attention_head_dim, True, fold_softmax_scale=True)
     for i in range(dit.num_layers):
         yield from attention(f"{DIT}transformer_blocks.{i}.attn1.", "to_out.0", ("to_q", "to_k", "to_v"),
-                             dit.num_attention_heads, dit.attention_head_dim, True, cross=dit.cross_attends(i))
+                             dit.num_attention_heads, dit.attention_head_dim, True, cross=dit.cross_attends(i),
+                             fold_softmax_scale=True)
     # Qwen3's layers past select_layer are not in GR00T's checkpoint; tolerate them if present.
     kept_llm = tuple(f"{LLM}layers.{i}." for i in range(e.select_layer))
     mlp_pad = tile_up(v.intermediate_size) - v.intermediate_size

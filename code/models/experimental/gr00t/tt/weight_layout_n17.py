@@ -87,13 +87,15 @@ def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
 def dit_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: DiTConfig,
                        prefix: str = DIT) -> Iterator[tuple[str, torch.Tensor, str]]:
     """The AlternateVLDiT's tensors: the N1.5 DiT rules (fused, head-padded ``qkv`` in self-attention blocks,
-    ``q`` + ``kv`` in cross-attention ones, generic linears and rows for the rest)."""
+    per-head batched ``q``, ``k``, ``v`` in cross-attention ones, the softmax scale folded into q, generic linears
+    and rows for the rest)."""
     fused = set()
     for i in range(c.num_layers):
         p = f"{prefix}transformer_blocks.{i}.attn1."
         fused.update(p + n + s for n in ("to_q", "to_k", "to_v", "to_out.0") for s in (".weight", ".bias"))
         yield from _attention(load, p, "to_out.0", ("to_q", "to_k", "to_v"), c.num_attention_heads,
-                              c.num_attention_heads, c.attention_head_dim, bias=True, cross=c.cross_attends(i))
+                              c.num_attention_heads, c.attention_head_dim, bias=True, cross=c.cross_attends(i),
+                              fold_softmax_scale=True)
     for name in names:
         if not name.startswith(prefix) or name in fused:
             continue
@@ -111,7 +113,7 @@ def head_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
         p = f"{VLSA}transformer_blocks.{i}.attn1."
         fused.update(p + n + s for n in ("to_q", "to_k", "to_v", "to_out.0") for s in (".weight", ".bias"))
         yield from _attention(load, p, "to_out.0", ("to_q", "to_k", "to_v"), sa.num_attention_heads,
-                              sa.num_attention_heads, sa.attention_head_dim, bias=True)
+                              sa.num_attention_heads, sa.attention_head_dim, bias=True, fold_softmax_scale=True)
     for name in names:
         if not name.startswith(HEAD) or name.startswith(DIT) or name in fused:
             continue

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.mock
 
 DIT_FF = "action_head.model.transformer_blocks.0.ff.net.0.proj.weight"
 DIT_BIAS = "action_head.model.transformer_blocks.0.ff.net.0.proj.bias"
-DIT_CROSS_KV = "action_head.model.transformer_blocks.0.attn1.kv.weight"
+DIT_CROSS_K = "action_head.model.transformer_blocks.0.attn1.k.weight"
 DIT_SELF_QKV = "action_head.model.transformer_blocks.1.attn1.qkv.weight"
 LLM_ATTN = "backbone.eagle_model.language_model.model.layers.0.self_attn."
 LLM_QKV = LLM_ATTN + "qkv.weight"
@@ -33,7 +33,7 @@ EMBED = "backbone.eagle_model.language_model.model.embed_tokens.weight"
 def test_policy_defaults_overrides_and_errors():
     p = TTPolicy()
     assert p.to_dict() == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage"}
-    assert [p.weight_dtype(n) for n in (DIT_FF, DIT_CROSS_KV, DIT_SELF_QKV, DIT_BIAS, LLM_QKV)] == \
+    assert [p.weight_dtype(n) for n in (DIT_FF, DIT_CROSS_K, DIT_SELF_QKV, DIT_BIAS, LLM_QKV)] == \
         ["bfloat8_b"] * 3 + ["bfloat16"] * 2
     assert p.with_env_overrides({"GR00T_POLICY": "bf16"}).weight_dtype(DIT_FF) == "bfloat16"
     with pytest.raises(ConfigError, match="GR00T_POLICY"):
@@ -55,7 +55,7 @@ def test_every_used_tensor_is_converted_once(converted, tiny_checkpoint):
     fused = {n for n in used if ".self_attn." in n and n.rsplit(".", 2)[-2] in ("q_proj", "k_proj", "v_proj")
              or ".attn1.to_" in n and ".to_out." not in n}
     assert fused and used - fused <= set(tensors)  # everything not fused is converted under its own name
-    assert all(n in used or n.endswith(("qkv.weight", "qkv.bias", "q.weight", "q.bias", "kv.weight", "kv.bias"))
+    assert all(n in used or n.endswith(("qkv.weight", "qkv.bias", "q.weight", "q.bias", "k.weight", "v.weight"))
                for n in tensors)
     assert not any(n.startswith(SKIPPED) for n in tensors)
 
@@ -66,7 +66,7 @@ def test_layouts_and_dtypes_follow_the_policy(converted, tiny_checkpoint):
     _, _, t = converted
     ckpt = LazyCheckpoint(tiny_checkpoint)
     assert t[DIT_FF].dtype == ttnn.bfloat8_b and t[DIT_FF].layout == ttnn.TILE_LAYOUT
-    assert t[DIT_SELF_QKV].dtype == ttnn.bfloat8_b and t[DIT_CROSS_KV].dtype == ttnn.bfloat8_b
+    assert t[DIT_SELF_QKV].dtype == ttnn.bfloat8_b and t[DIT_CROSS_K].dtype == ttnn.bfloat8_b
     assert t[LLM_QKV].dtype == ttnn.bfloat16 and t[EMBED].layout == ttnn.ROW_MAJOR_LAYOUT
     # fused Q|K|V, stored [in, out], each head zero-padded to a tile multiple (tiny Qwen3: 16 → 32), q/k
     # scaled by sqrt(32/16) to keep the per-head RMSNorm exact over the padded head
