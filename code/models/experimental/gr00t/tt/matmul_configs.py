@@ -9,7 +9,8 @@ pulls 1–2 weight tiles per in0 handshake across 48–192 K steps (``ttnn_audit
 - ``per_core_N = ceil(Nt / 130)``: as many cores as N allows (FF1 / QKV 1536 → 6144 or 4608: 96 / 72 cores);
 - ``in0_block_w``: the largest divisor of Kt up to 16 tiles (K steps of 16 tiles for K = 1536, 2048, 6144);
 - the output sub-block: the largest h·w ≤ 4 tiles (the fp32 accumulator's limit) with h | Mt and w | per_core_N;
-- the activation after the matmul (FF1's tanh GELU) fused into the same program.
+- the activation after the matmul (FF1's tanh GELU, the action encoder's SiLU, the MLPs' ReLU) fused into the same
+  program.
 
 A 1-D multicast over N cannot use more cores than N has tiles: FF2 and the attention output (→ 1536 = 48 tiles)
 stay on 48 cores, and a 2-D split of 2 tile rows reaches no more. The mock P150 accepts every config here at full
@@ -27,7 +28,7 @@ TILE = 32
 SHORT_M_TILES = 2  # activations of up to 64 rows take the short-activation rule
 MAX_K_BLOCK = 16
 MAX_SUBBLOCK = 4  # output tiles per sub-block with fp32 accumulation
-ACTIVATIONS = {"gelu_tanh": ttnn.UnaryOpType.GELU_TANH, "silu": ttnn.UnaryOpType.SILU}
+ACTIVATIONS = {"gelu_tanh": ttnn.UnaryOpType.GELU_TANH, "silu": ttnn.UnaryOpType.SILU, "relu": ttnn.UnaryOpType.RELU}
 
 
 def _largest_divisor(n: int, limit: int) -> int:

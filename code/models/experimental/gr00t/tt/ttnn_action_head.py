@@ -10,26 +10,38 @@ it as bf16. Only the served embodiment's rows of the category-specific layers ar
 
 from __future__ import annotations
 
+import math
+
 import torch
 import ttnn
 
 from ..common.configs import ActionHeadConfig
 from ..common.flow_matching import step_size, timestep_buckets
 from ..common.embeddings import action_sinusoid
+from .matmul_configs import short_m_config
 from .ttnn_common import NEG_INF, DeviceWeights, layer_norm
 from .ttnn_dit import TtDiT, TtSelfAttentionTransformer
 from .weight_layout import HEAD, tile_up
 
 
-def category_linear(w: DeviceWeights, x: ttnn.Tensor, name: str) -> ttnn.Tensor:
-    """The served embodiment's ``x @ W[id] + b[id]`` (W stored [in, out], one row kept)."""
-    weight = w[name + ".W"]
-    return ttnn.linear(x, weight, bias=w[name + ".b"], memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                       compute_kernel_config=w.compute_config(weight))
+def category_linear(w: DeviceWeights, x: ttnn.Tensor, name: str, activation: str | None = None,
+                    weight: ttnn.Tensor | None = None, bias: ttnn.Tensor | None = None) -> ttnn.Tensor:
+    """The served embodiment's ``act(x @ W[id] + b[id])`` (W stored [in, out], one row kept; ``weight`` / ``bias``
+    replace the stored ones). Short activations fuse ``activation`` into the matmul (``matmul_configs``)."""
+    weight = w[name + ".W"] if weight is None else weight
+    shape = tuple(x.shape)
+    config = short_m_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation)
+    y = ttnn.linear(x, weight, bias=w[name + ".b"] if bias is None else bias, program_config=config,
+                    memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=w.compute_config(weight))
+    if activation and config is None:
+        y = getattr(ttnn, activation)(y, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    return y
 
 
-def category_mlp(w: DeviceWeights, x: ttnn.Tensor, name: str) -> ttnn.Tensor:
-    return category_linear(w, ttnn.relu(category_linear(w, x, name + ".layer1")), name + ".layer2")
+def category_mlp(w: DeviceWeights, x: ttnn.Tensor, name: str, weight: ttnn.Tensor | None = None,
+                 bias: ttnn.Tensor | None = None) -> ttnn.Tensor:
+    """layer2(relu(layer1(x))); ``weight`` / ``bias`` replace layer2's stored ones."""
+    return category_linear(w, category_linear(w, x, name + ".layer1", "relu"), name + ".layer2", None, weight, bias)
 
 
 class TtActionHead:
@@ -45,6 +57,11 @@ class TtActionHead:
             return ttnn.from_torch(t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=dev)
 
         self.dt = step_size(c.num_inference_timesteps)
+        # The Euler step x + dt·v as one mixed-dtype add: dt is folded into the decoder's last layer at load, which
+        # then writes dt·v (exact: dt is a power of two for the 4 steps every GR00T config uses; asserted here).
+        assert math.frexp(self.dt)[0] == 0.5, f"dt = {self.dt} is not a power of two: the dt fold would round"
+        dec = HEAD + "action_decoder.layer2."
+        self.decoder_dt = (ttnn.multiply(w[dec + "W"], self.dt), ttnn.multiply(w[dec + "b"], self.dt))
         self.steps = []
         for bucket in timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets):
             tau = action_sinusoid(torch.full((1, c.action_horizon), bucket), d)  # [1, H, w], constant per bucket
@@ -69,28 +86,28 @@ class TtActionHead:
     # ---- Euler loop ------------------------------------------------------------------------------
     def velocity(self, x: ttnn.Tensor, step: int, state_features: ttnn.Tensor, kv: list,
                  cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor]) -> ttnn.Tensor:
-        """Noisy actions [1, H, D] (bf16) → velocity [1, H, D]. ``cross_mask``: as ``TtDiT`` takes it (one
-        mask, or N1.7's text / image pair)."""
+        """Noisy actions [1, H, D] (bf16) → the Euler increment dt·velocity [1, H, D] (bf16). ``cross_mask``: as
+        ``TtDiT`` takes it (one mask, or N1.7's text / image pair)."""
         w, c = self.w, self.c
         mod, tau = self.steps[step]
         p = HEAD + "action_encoder."
         a = category_linear(w, x, p + "W1")
-        a = category_linear(w, ttnn.silu(category_linear(w, ttnn.concat([a, tau], dim=-1), p + "W2")), p + "W3")
+        a = category_linear(w, category_linear(w, ttnn.concat([a, tau], dim=-1), p + "W2", "silu"), p + "W3")
         a = ttnn.add(a, self.positions)
         parts = [state_features, self.future, a, self.token_padding]
         tokens = ttnn.concat([t for t in parts if t is not None], dim=1)  # [1, 64, w]
         out = self.dit(tokens, mod, kv, cross_mask, self.self_mask)
         first = self.tokens - c.action_horizon
         out = ttnn.slice(out, [0, first, 0], [1, self.tokens, out.shape[-1]])  # the action rows
-        return category_mlp(w, out, HEAD + "action_decoder")
+        return category_mlp(w, out, HEAD + "action_decoder", *self.decoder_dt)
 
     def sample(self, noise: ttnn.Tensor, state_features: ttnn.Tensor, kv: list,
                cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None) -> ttnn.Tensor:
         """float32 noise [1, H, D] → float32 normalised actions [1, H, D]."""
         x = noise
         for i in range(len(self.steps)):
-            v = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, state_features, kv, cross_mask)
-            if velocities is not None:
-                velocities.append(v)
-            x = ttnn.add(x, ttnn.multiply(ttnn.typecast(v, ttnn.float32), self.dt))
+            step = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, state_features, kv, cross_mask)
+            if velocities is not None:  # taps only: the velocity itself (exact, dt is a power of two)
+                velocities.append(ttnn.multiply(step, 1.0 / self.dt))
+            x = ttnn.add(x, step, dtype=ttnn.float32)  # float32 state + bf16 increment, in float32
         return x
