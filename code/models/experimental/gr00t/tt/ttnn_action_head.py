@@ -18,8 +18,7 @@ import ttnn
 from ..common.configs import ActionHeadConfig
 from ..common.flow_matching import step_size, timestep_buckets
 from ..common.embeddings import action_sinusoid
-from .matmul_configs import short_m_config
-from .ttnn_common import NEG_INF, DeviceWeights, layer_norm
+from .ttnn_common import NEG_INF, DeviceWeights, layer_norm, linear_of
 from .ttnn_dit import TtDiT, TtSelfAttentionTransformer
 from .weight_layout import HEAD, tile_up
 
@@ -28,14 +27,8 @@ def category_linear(w: DeviceWeights, x: ttnn.Tensor, name: str, activation: str
                     weight: ttnn.Tensor | None = None, bias: ttnn.Tensor | None = None) -> ttnn.Tensor:
     """The served embodiment's ``act(x @ W[id] + b[id])`` (W stored [in, out], one row kept; ``weight`` / ``bias``
     replace the stored ones). Short activations fuse ``activation`` into the matmul (``matmul_configs``)."""
-    weight = w[name + ".W"] if weight is None else weight
-    shape = tuple(x.shape)
-    config = short_m_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation)
-    y = ttnn.linear(x, weight, bias=w[name + ".b"] if bias is None else bias, program_config=config,
-                    memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=w.compute_config(weight))
-    if activation and config is None:
-        y = getattr(ttnn, activation)(y, memory_config=ttnn.DRAM_MEMORY_CONFIG)
-    return y
+    return linear_of(w, x, w[name + ".W"] if weight is None else weight, w[name + ".b"] if bias is None else bias,
+                     activation)
 
 
 def category_mlp(w: DeviceWeights, x: ttnn.Tensor, name: str, weight: ttnn.Tensor | None = None,

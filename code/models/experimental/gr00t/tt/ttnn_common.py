@@ -84,13 +84,19 @@ def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True,
     """``act(x @ W + b)`` for the converted ``name.weight`` [in, out] (and ``name.bias`` [1, out]); ``activation``
     "gelu_tanh" or "silu". Short activations take ``matmul_configs.short_m_config`` with the activation fused into
     the matmul's program; others take ttnn's default config and the activation as its own program."""
-    weight = w[name + ".weight"]
+    return linear_of(w, x, w[name + ".weight"], w[name + ".bias"] if bias else None, activation)
+
+
+def linear_of(w: DeviceWeights, x: ttnn.Tensor, weight: ttnn.Tensor, bias: ttnn.Tensor | None,
+              activation: str | None = None) -> ttnn.Tensor:
+    """``linear`` over given device tensors (``activation``: "gelu_tanh", "silu" or "relu")."""
     shape = tuple(x.shape)
     config = short_m_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation)
-    y = ttnn.linear(x, weight, bias=w[name + ".bias"] if bias else None, program_config=config,
-                    memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=w.compute_config(weight))
+    y = ttnn.linear(x, weight, bias=bias, program_config=config, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                    compute_kernel_config=w.compute_config(weight))
     if activation and config is None:
-        y = gelu_tanh(y) if activation == "gelu_tanh" else ttnn.silu(y, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        y = gelu_tanh(y) if activation == "gelu_tanh" else getattr(ttnn, activation)(
+            y, memory_config=ttnn.DRAM_MEMORY_CONFIG)
     return y
 
 
