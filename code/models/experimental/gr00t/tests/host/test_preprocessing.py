@@ -149,3 +149,87 @@ def test_the_header_check_runs_before_any_pixel_is_decoded():
     with pytest.raises(InputError, match="refused by its header"):
         decode_image(garbage, "images.cam", check=check)
     assert seen == [(400, 400)]
+
+
+def _with_chunks(png: bytes, *chunks: tuple[bytes, bytes]) -> bytes:
+    """``png`` with ancillary chunks inserted right after IHDR (8 + 25 bytes in)."""
+    extra = b"".join(len(d).to_bytes(4, "big") + k + d + zlib.crc32(k + d).to_bytes(4, "big") for k, d in chunks)
+    return png[:33] + extra + png[33:]
+
+
+def _pillow_png(rgb: np.ndarray, **save) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(buf, format="PNG", **save)
+    return buf.getvalue()
+
+
+def _pillow_decode(data: bytes) -> np.ndarray:
+    return np.array(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+# An EXIF block (little-endian TIFF) whose one tag is Orientation = 6 (rotate 90°): Pillow ignores it when
+# decoding, and so must the OpenCV path.
+_EXIF_ROTATE = b"II*\x00\x08\x00\x00\x00\x01\x00\x12\x01\x03\x00\x01\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00"
+
+
+@pytest.mark.parametrize("variant", ["level0", "level1", "level9", "optimize", "trns", "ancillary", "exif_rotate",
+                                     "interlaced"])
+def test_rgb8_pngs_decode_through_opencv_exactly_as_pillow_reads_them(variant, monkeypatch):
+    rgb = np.random.default_rng(6).integers(0, 256, (75, 133, 3), np.uint8)
+    rgb[:30] = rgb[0]  # flat rows too, so the encoder's filters differ row to row
+    data = {"level0": lambda: _pillow_png(rgb, compress_level=0), "level1": lambda: _pillow_png(rgb, compress_level=1),
+            "level9": lambda: _pillow_png(rgb, compress_level=9), "optimize": lambda: _pillow_png(rgb, optimize=True),
+            "trns": lambda: _pillow_png(rgb, transparency=tuple(int(v) for v in rgb[0, 0])),
+            "ancillary": lambda: _with_chunks(_pillow_png(rgb), (b"gAMA", (100000).to_bytes(4, "big")),
+                                              (b"sRGB", b"\x00"), (b"sBIT", b"\x05\x06\x05")),
+            "exif_rotate": lambda: _with_chunks(_pillow_png(rgb), (b"eXIf", _EXIF_ROTATE)),
+            "interlaced": lambda: _png(133, 75, 8, 2, _adam7_rgb(rgb), interlace=1)}[variant]()
+    calls = []
+    real = cv2.imdecode
+    monkeypatch.setattr(cv2, "imdecode", lambda *a: calls.append(1) or real(*a))
+    ours = decode_image(data)
+    assert calls == [1], "the 8-bit RGB PNG did not take the OpenCV path"
+    assert ours.dtype == np.uint8 and ours.flags.writeable
+    assert np.array_equal(ours, _pillow_decode(data)) and np.array_equal(ours, rgb)
+
+
+@pytest.mark.parametrize("mode", ["L", "P", "RGBA", "I;16"])
+def test_other_png_kinds_stay_on_pillow(mode, monkeypatch):
+    rgb = np.random.default_rng(7).integers(0, 256, (70, 90, 3), np.uint8)
+    img = Image.fromarray(rgb[..., 0].astype(np.uint16) * 257) if mode == "I;16" else Image.fromarray(rgb).convert(mode)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    monkeypatch.setattr(cv2, "imdecode", lambda *a: pytest.fail("OpenCV decoded a non-RGB8 PNG"))
+    assert np.array_equal(decode_image(buf.getvalue()), _pillow_decode(buf.getvalue()))
+
+
+def test_an_rgb8_png_with_a_corrupt_idat_crc_is_refused():
+    data = bytearray(_pillow_png(np.random.default_rng(8).integers(0, 256, (64, 64, 3), np.uint8)))
+    iend = data.rindex(b"IEND")
+    data[iend - 5] ^= 0xFF  # the last IDAT's CRC (the 4 bytes before IEND's length)
+    with pytest.raises(InputError, match="could not be decoded"):
+        decode_image(bytes(data), "images.ego_view")
+
+
+@pytest.mark.parametrize("cut", ["rows_7_bytes", "one_row", "half_the_rows", "zlib_stream_cut"])
+@pytest.mark.parametrize("interlace", [0, 1])
+def test_every_short_rgb8_png_is_refused_as_truncated_by_the_opencv_path(cut, interlace):
+    # The OpenCV path relies on libpng refusing short image data (Pillow zero-fills it): each way a
+    # stream can be short, both interlace modes.
+    rgb = np.random.default_rng(9).integers(0, 256, (64, 64, 3), np.uint8)
+    rows = _adam7_rgb(rgb) if interlace else b"".join(b"\x00" + r.tobytes() for r in rgb)
+    if cut == "zlib_stream_cut":
+        stream = zlib.compress(rows)
+        data = _png_raw(64, 64, interlace, stream[: len(stream) // 2])
+    else:
+        data = _png(64, 64, 8, 2, rows[:-{"rows_7_bytes": 7, "one_row": 193, "half_the_rows": len(rows) // 2}[cut]],
+                    interlace)
+    with pytest.raises(InputError, match="truncated PNG"):
+        decode_image(data)
+
+
+def _png_raw(w: int, h: int, interlace: int, idat: bytes) -> bytes:
+    """An 8-bit RGB PNG whose IDAT holds ``idat`` as given (no compression applied)."""
+    png = _png(w, h, 8, 2, b"", interlace)
+    head, tail = png[:33], png[-12:]  # signature + IHDR, IEND
+    return head + len(idat).to_bytes(4, "big") + b"IDAT" + idat + zlib.crc32(b"IDAT" + idat).to_bytes(4, "big") + tail
