@@ -128,19 +128,19 @@ def qwen_pixel_values(frames: list[np.ndarray], patch_size: int = PATCH_SIZE,
     (``pixel_values`` float32 [Σ gh·gw, 3·T·p·p], ``image_grid_thw`` int64 [N, 3]).
 
     ``patchify(qwen_normalize(resize))`` per frame, concatenated, computed as its cheaper equivalent: the
-    uint8 patches are copied in merge order straight into one output buffer, normalised there in place
-    (the same two float32 operations per value) and the second time step copied from the first."""
+    resized frame is made contiguous in uint8 (the resize returns a channels-last view, whose 3-element
+    pixel stride would make the patch copy a gather), normalised there by the same two float32 operations
+    per value, and copied once in merge order into both time steps of one output buffer."""
     sizes = [smart_resize(f.shape[0], f.shape[1], factor=patch_size * merge_size) for f in frames]
     counts = [(h // patch_size) * (w // patch_size) for h, w in sizes]
     out = torch.empty(sum(counts), 3, temporal_patch_size, patch_size, patch_size)
     row = 0
     for rgb, (h, w), n in zip(frames, sizes, counts):
-        u8 = resize_bicubic_uint8(rgb, h, w)
-        first = out[row:row + n, :, 0]
-        first.view(h // patch_size // merge_size, w // patch_size // merge_size, merge_size, merge_size,
-                   3, patch_size, patch_size).copy_(merge_order(u8, patch_size, merge_size))
-        first.sub_(127.5).div_(127.5)  # == qwen_normalize, bit for bit: exact u8 → float, then the same two ops
-        out[row:row + n, :, 1:] = first.unsqueeze(2)
+        norm = resize_bicubic_uint8(rgb, h, w).contiguous().to(torch.float32)
+        norm.sub_(127.5).div_(127.5)  # == qwen_normalize, bit for bit: exact u8 → float, then the same two ops
+        blocks = merge_order(norm, patch_size, merge_size).unsqueeze(5)  # [.., C, 1, p, p]
+        out[row:row + n].view(*blocks.shape[:5], temporal_patch_size, patch_size, patch_size).copy_(
+            blocks.expand(-1, -1, -1, -1, -1, temporal_patch_size, -1, -1))
         row += n
     grids = torch.tensor([(1, h // patch_size, w // patch_size) for h, w in sizes], dtype=torch.int64)
     return out.view(len(out), -1), grids
