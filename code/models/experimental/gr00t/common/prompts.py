@@ -145,6 +145,7 @@ def check_instruction_length(text: str, max_text_tokens: int) -> None:
 
 
 # ---- N1.5 prompt -----------------------------------------------------------------------------------
+@lru_cache(maxsize=256)  # a robot repeats its task sentence request after request
 def render_instruction(instruction: str) -> str:
     """What NVIDIA's get_action puts in the template: ``str()`` of a one-element numpy array."""
     return str(np.array([instruction]))
@@ -173,8 +174,13 @@ def spliced_ids(tok, template: tuple[str, str], text: str) -> tuple[list[int], i
     (N1.5) or remove (N1.7's formalisation) every added token in ``text``; a test compares with
     tokenising the whole prompt."""
     head, tail = _template_ids(tok, *template)
-    ids = tok(text, add_special_tokens=False)["input_ids"]
+    ids = _text_ids(tok, text)
     return [*head, *ids, *tail], len(ids)
+
+
+@lru_cache(maxsize=256)  # the same instruction gives the same ids: a robot's repeated task sentence is tokenised once
+def _text_ids(tok, text: str) -> tuple[int, ...]:
+    return tuple(tok(text, add_special_tokens=False)["input_ids"])
 
 
 @dataclass(frozen=True)
