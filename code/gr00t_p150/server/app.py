@@ -27,6 +27,7 @@ from .demo import load_demo_request
 from .engine import Engine
 from .errors import BootError, NonFiniteActions, RequestRefused, as_request_refused, register
 from .guards import Guards, Runtime
+from .host_threads import single_threaded_torch
 from .metrics import CONTENT_TYPE
 from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
@@ -123,10 +124,16 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         deadline = request.scope.get("gr00t.arrived_at", t0) + timeout_ms / 1e3 if timeout_ms else None
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineExpired("the request's deadline passed before its body had arrived and been parsed")
-        obs = await run_in_threadpool(_decode, engine, body)
-        t_decode = time.perf_counter()
-        result = await engine.predict(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
-                                      deadline=deadline)
+
+        def decode_and_prepare():  # one worker-thread hop for all host work before the device
+            single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
+            obs = _decode(engine, body)
+            t = time.perf_counter()
+            return obs, t, engine.prepare(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
+                                          deadline=deadline)
+
+        obs, t_decode, prepared = await run_in_threadpool(decode_and_prepare)
+        result = await engine.run(prepared, deadline=deadline)
         response = _response(engine, body, obs, result)
         timing = {"decode": (t_decode - t0) * 1e3, **{k: v for k, v in result.timing_ms.items() if "." not in k}}
         timing["total"] = (time.perf_counter() - t0) * 1e3

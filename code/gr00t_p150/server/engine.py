@@ -17,8 +17,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fastapi.concurrency import run_in_threadpool
-
 from .admission import DeadlineExpired
 from .contract import contract, model_name
 from .demo import load_demo_request
@@ -29,6 +27,11 @@ from .weights import WeightsError, WeightsInfo, resolve_weights
 
 log = logging.getLogger("gr00t_p150")
 LOST_AFTER = 3  # consecutive unexpected device-thread errors after which the backend counts as lost (/health 503)
+
+
+def _check_deadline(deadline: float | None, where: str) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise DeadlineExpired(f"the request's deadline passed {where}; the device never started on it")
 
 
 class Engine:
@@ -177,23 +180,21 @@ class Engine:
         f.raise_unless_passed()
 
     # ---- requests -------------------------------------------------------------------------------
-    async def predict(self, obs, *, noise, seed, state_dtype, deadline: float | None = None):
-        """Tokenise and encode on a worker thread (a slow or hostile request never holds the device
-        thread), then run the model on the device thread.
+    def prepare(self, obs, *, noise, seed, state_dtype, deadline: float | None = None):
+        """Tokenise and encode, on the request's worker thread (a slow or hostile request never holds the
+        device thread); raises ``RequestRefused`` for an input the model cannot take.
 
-        ``deadline`` (``time.perf_counter()`` seconds): checked before encoding and again when the device
-        thread picks the request up; once the device has started, the request is always finished."""
-        def check_deadline(where: str) -> None:
-            if deadline is not None and time.perf_counter() > deadline:
-                raise DeadlineExpired(f"the request's deadline passed {where}; the device never started on it")
+        ``deadline`` (``time.perf_counter()`` seconds): checked here, before encoding, and again by ``run``
+        when the device thread picks the request up; once the device has started, the request is always
+        finished."""
+        _check_deadline(deadline, "before encoding")
+        with as_request_refused():
+            return self.backend.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
-        def prepare():
-            check_deadline("before encoding")
-            with as_request_refused():
-                return self.backend.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
-
+    async def run(self, prepared, *, deadline: float | None = None):
+        """Run a prepared request on the device thread, after the requests queued before it."""
         def run():
-            check_deadline("while it waited for the device")
+            _check_deadline(deadline, "while it waited for the device")
             try:
                 with as_request_refused():  # e.g. an input off the TT model's static shapes, refused before any write
                     result = self.backend.run(prepared)
@@ -205,7 +206,6 @@ class Engine:
             self.consecutive_device_errors = 0
             return result
 
-        prepared = await run_in_threadpool(prepare)
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def _device_failed(self, exc: Exception) -> None:
