@@ -67,8 +67,11 @@ def test_text_cross_keys_that_include_the_images_would_be_caught(mock_device, ti
     def open_images(host):
         host["text_keys"][..., :s] = 0.0
 
-    diffs = compare(golden_taps(tiny_checkpoint_n17, ref, inputs, mutate=open_images), taps, s)
-    assert diffs["vl_embs"] < 1e-5
+    tt = golden_taps(tiny_checkpoint_n17, ref, inputs, mutate=open_images)
+    diffs, rel = compare(tt, taps, s), compare(tt, taps, s, relative=True)
+    # the taps before the action head stay at fp32 noise, gated as above (1e-5 of the tap's peak: the absolute
+    # difference on vl_embs reaches 1.4e-5 on some CPUs, whose summation order differs)
+    assert rel["vl_embs"] < 1e-5, rel
     assert diffs["velocity_0"] > 1e-3 and diffs["action_pred"] > 1e-3, diffs
 
 
