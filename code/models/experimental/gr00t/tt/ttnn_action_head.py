@@ -16,6 +16,7 @@ import torch
 import ttnn
 
 from ..common.configs import ActionHeadConfig
+from ..common.errors import ConfigError
 from ..common.flow_matching import step_size, timestep_buckets
 from ..common.embeddings import action_sinusoid
 from .ttnn_common import NEG_INF, DeviceWeights, layer_norm, linear_of
@@ -51,8 +52,11 @@ class TtActionHead:
 
         self.dt = step_size(c.num_inference_timesteps)
         # The Euler step x + dt·v as one mixed-dtype add: dt is folded into the decoder's last layer at load, which
-        # then writes dt·v (exact: dt is a power of two for the 4 steps every GR00T config uses; asserted here).
-        assert math.frexp(self.dt)[0] == 0.5, f"dt = {self.dt} is not a power of two: the dt fold would round"
+        # then writes dt·v (exact: dt is a power of two for the 4 steps every GR00T config uses; refused otherwise).
+        if math.frexp(self.dt)[0] != 0.5:
+            raise ConfigError(f"num_inference_timesteps = {c.num_inference_timesteps} gives dt = {self.dt}, not a "
+                              "power of two: the TT port folds dt into the action decoder, exact only then; "
+                              "use 1, 2, 4, 8 or 16 steps on the ttnn backend")
         dec = HEAD + "action_decoder.layer2."
         self.decoder_dt = (ttnn.multiply(w[dec + "W"], self.dt), ttnn.multiply(w[dec + "b"], self.dt))
         self.steps = []

@@ -92,3 +92,21 @@ def test_the_hifi2_model_truncates_activations_of_bfloat8_matmuls_only(mock_devi
                               for dtype in ("bfloat8_b", "bfloat16")}
     assert torch.equal(out["device"]["bfloat16"], out["device_hifi2"]["bfloat16"])
     assert not torch.equal(out["device"]["bfloat8_b"], out["device_hifi2"]["bfloat8_b"])
+
+
+def test_a_step_size_the_dt_fold_would_round_is_refused(tiny_checkpoint, reference):
+    """The TT action head folds dt into the decoder's last layer, exact only for a power-of-two dt: 3 Euler steps
+    (dt = 1/3) is refused with a ConfigError that names the setting, never built with rounded weights."""
+    import dataclasses
+
+    from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
+    from models.experimental.gr00t.common.errors import ConfigError
+    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+
+    ref, _, _ = reference
+    head = dataclasses.replace(ref.config.action_head, num_inference_timesteps=3)
+    config = dataclasses.replace(ref.config, action_head=head)
+    with pytest.raises(ConfigError, match="num_inference_timesteps = 3 .* not a power of two"):
+        golden_tt_model(LazyCheckpoint(tiny_checkpoint), config, ref.layout)
+    assert golden_tt_model(LazyCheckpoint(tiny_checkpoint), dataclasses.replace(
+        ref.config, action_head=dataclasses.replace(head, num_inference_timesteps=8)), ref.layout) is not None
