@@ -149,7 +149,7 @@ def golden_ttnn(precision: str = "fp32"):
     shim = _Namespace(
         **{name: getattr(ttnn, name) for name in ("TILE_LAYOUT", "ROW_MAJOR_LAYOUT", "DRAM_MEMORY_CONFIG", "bfloat16",
                                                   "bfloat8_b", "float32", "uint32", "int32", "Shape", "MathFidelity",
-                                                  "GeluVariant", "Tensor")},
+                                                  "GeluVariant", "Tensor", "UnaryWithParam", "UnaryOpType")},
         from_torch=from_torch, to_torch=lambda t, **_: t, to_device=lambda t, *a, **k: t,
         allocate_tensor_on_device=allocate_tensor_on_device, copy_host_to_device_tensor=copy_host_to_device_tensor,
         synchronize_device=lambda *a, **k: None, init_device_compute_kernel_config=lambda *a, **k: None,

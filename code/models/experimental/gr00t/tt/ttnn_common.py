@@ -8,9 +8,9 @@ sequence axis. Matmuls accumulate in fp32 (``fp32_dest_acc_en``): HiFi4 against 
 against bfloat8_b ones (HiFi2 multiplies the weight's mantissa exactly but truncates the activation's last
 mantissa bit: ``golden_ops``' ``device_hifi2`` model). LayerNorm and RMSNorm run with ``math_approx_mode``
 off (exact rsqrt / reciprocal: their per-row scale errors would otherwise reach every token; the audit's
-§1.3); matmuls and SDPA keep ttnn's default, until a card shows what the exact mode costs there. Short
-activations (M ≤ 64 rows) run on the explicit configs of ``matmul_configs``; every other matmul and SDPA on
-ttnn's default program config.
+§1.3), and SDPA's exponential is exact (``exp_approx_mode`` off in its program config); matmuls keep ttnn's
+default, which only matters for fused activations, until a card shows what the exact mode costs there. Every
+linear and every SDPA runs on an explicit program config of ``matmul_configs``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import ttnn
 
-from .matmul_configs import short_m_config
+from .matmul_configs import BF16_TILE, BFP8_TILE, matmul_config, sdpa_config
 
 NEG_INF = float("-inf")
 
@@ -82,8 +82,8 @@ class DeviceWeights:
 def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True,
            activation: str | None = None) -> ttnn.Tensor:
     """``act(x @ W + b)`` for the converted ``name.weight`` [in, out] (and ``name.bias`` [1, out]); ``activation``
-    "gelu_tanh" or "silu". Short activations take ``matmul_configs.short_m_config`` with the activation fused into
-    the matmul's program; others take ttnn's default config and the activation as its own program."""
+    "gelu_tanh", "silu" or "relu", fused into the matmul's program: every linear runs on an explicit config of
+    ``matmul_configs`` (1-D multicast for short activations, 2-D for long ones)."""
     return linear_of(w, x, w[name + ".weight"], w[name + ".bias"] if bias else None, activation)
 
 
@@ -91,12 +91,10 @@ def linear_of(w: DeviceWeights, x: ttnn.Tensor, weight: ttnn.Tensor, bias: ttnn.
               activation: str | None = None) -> ttnn.Tensor:
     """``linear`` over given device tensors (``activation``: "gelu_tanh", "silu" or "relu")."""
     shape = tuple(x.shape)
-    config = short_m_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation)
+    config = matmul_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation,
+                           BFP8_TILE if weight.dtype == ttnn.bfloat8_b else BF16_TILE)
     y = ttnn.linear(x, weight, bias=bias, program_config=config, memory_config=ttnn.DRAM_MEMORY_CONFIG,
                     compute_kernel_config=w.compute_config(weight))
-    if activation and config is None:
-        y = gelu_tanh(y) if activation == "gelu_tanh" else getattr(ttnn, activation)(
-            y, memory_config=ttnn.DRAM_MEMORY_CONFIG)
     return y
 
 
@@ -135,9 +133,11 @@ def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, 
            mask: ttnn.Tensor | None = None, causal: bool = False) -> ttnn.Tensor:
     """SDPA over [1, H, S, hd'] heads → [1, S, H·hd'] (heads concatenated). ``mask`` is additive
     [1, 1, S_q, S_kv] (0 or −inf) and replaces causality; neither means full attention. SDPA writes the heads
-    side by side itself (``output_concat_heads``), so no separate concatenate-heads program runs."""
+    side by side itself (``output_concat_heads``), so no separate concatenate-heads program runs. Flash chunks:
+    ``matmul_configs.sdpa_config``."""
     o = ttnn.transformer.scaled_dot_product_attention(q, k, v, is_causal=causal, attn_mask=mask, scale=scale,
                                                        output_concat_heads=True, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                                                       program_config=sdpa_config(q.shape[-2], k.shape[-2]),
                                                        compute_kernel_config=w.norm_config)
     return ttnn.reshape(o, [1, o.shape[2], o.shape[3]])  # [1, 1, S, H·hd'] → [1, S, H·hd'], a view
 

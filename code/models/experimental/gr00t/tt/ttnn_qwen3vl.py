@@ -28,7 +28,7 @@ import ttnn
 
 from ..common.configs import Qwen3VLConfig, Qwen3VLTextConfig, Qwen3VLVisionConfig
 from ..common.embeddings import mrope_cos_sin, vision_rope_cos_sin
-from .ttnn_common import NEG_INF, DeviceWeights, attend, gelu_exact, gelu_tanh, layer_norm, linear
+from .ttnn_common import NEG_INF, DeviceWeights, attend, gelu_exact, layer_norm, linear
 from .ttnn_qwen3 import TtQwen3, fused_rope_applies, rotate_half_matrix
 from .weight_layout import tile_up
 from .weight_layout_n17 import STATIC_POS, TEXT, VISUAL
@@ -72,7 +72,7 @@ class TtQwen3VLVision:
         o = attend(w, self.rope(q), self.rope(k), v, scale=c.head_dim**-0.5, mask=self.mask)
         x = ttnn.add(x, linear(w, o, p + "attn.proj"))
         h = layer_norm(w, x, p + "norm2", c.layer_norm_eps)
-        return ttnn.add(x, linear(w, gelu_tanh(linear(w, h, p + "mlp.linear_fc1")), p + "mlp.linear_fc2"))
+        return ttnn.add(x, linear(w, linear(w, h, p + "mlp.linear_fc1", activation="gelu_tanh"), p + "mlp.linear_fc2"))
 
     def merger(self, x: ttnn.Tensor, p: str, *, postshuffle: bool) -> ttnn.Tensor:
         """[1, P, D] → [1, P/merge², out]: ``merge²`` consecutive patches (merge order) become one row."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ttnn
 
 from ..common.configs import SiglipConfig
-from .ttnn_common import DeviceWeights, fused_self_attention, gelu_tanh, layer_norm, linear
+from .ttnn_common import DeviceWeights, fused_self_attention, layer_norm, linear
 from .weight_layout import VISION
 
 
@@ -26,7 +26,7 @@ class TtSiglipVision:
         x = ttnn.add(x, fused_self_attention(w, h, p + "self_attn.", "out_proj", c.num_attention_heads,
                                              scale=c.head_dim**-0.5, bias=True))
         h = layer_norm(w, x, p + "layer_norm2", c.layer_norm_eps)
-        h = linear(w, gelu_tanh(linear(w, h, p + "mlp.fc1")), p + "mlp.fc2")
+        h = linear(w, linear(w, h, p + "mlp.fc1", activation="gelu_tanh"), p + "mlp.fc2")
         return ttnn.add(x, h)
 
     def __call__(self, patches: ttnn.Tensor, *, taps: dict | None = None) -> ttnn.Tensor:

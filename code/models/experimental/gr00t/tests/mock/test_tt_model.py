@@ -177,7 +177,7 @@ def test_host_cast_gives_the_bits_of_ttnn_s_own_float32_conversion(mock_device):
     (64, 6144, 1536, None, (16, 2, 1, 2, 1)),  # DiT FF2: N = 48 tiles, so 48 cores
     (64, 1536, 4608, None, (16, 2, 2, 2, 2)),  # DiT fused QKV: 72 cores
     (16, 96, 1536, None, (3, 1, 1, 1, 1)),  # one tile row, a K of 3 tiles
-    (384, 2048, 6144, "gelu_tanh", None),  # not short: ttnn's default, the activation as its own op
+    (384, 2048, 6144, "gelu_tanh", None),  # not short: the long-activation rule's (below)
 ])
 def test_short_activation_matmul_configs(mock_device, m, k, n, act, want):
     import ttnn
@@ -204,4 +204,56 @@ def test_short_activation_matmul_configs(mock_device, m, k, n, act, want):
         graph = ttnn.graph.end_graph_capture()
     programs = sum(1 for node in graph if node["node_type"] == "program_execution")
     assert tuple(y.shape) == (1, m, n)
-    assert programs == (2 if act and want is None else 1)
+    assert programs == 1
+
+
+@pytest.mark.parametrize("m, k, n, act, want", [
+    # (in0_block_w, per_core_M, per_core_N, out_subblock_h, out_subblock_w, transpose_mcast), cores
+    (384, 2048, 6144, None, ((4, 1, 20, 1, 4, True), 120)),  # Qwen3 gate/up: M over the 13 columns
+    (384, 2048, 2048, None, ((16, 1, 8, 1, 4, True), 96)),  # Qwen3 o_proj: 8 N tiles a core for 1×4 sub-blocks
+    (256, 1152, 4304, "gelu_tanh", ((9, 1, 12, 1, 4, False), 96)),  # SigLIP fc1, GELU fused; N not tile-aligned
+    (1792, 1024, 4096, "gelu_tanh", ((4, 6, 10, 1, 2, False), 130)),  # Qwen3-VL vision fc1: the L1 budget holds K
+    (448, 4096, 2048, None, ((16, 2, 5, 1, 1, False), 91)),  # a merger: no layout reaches 96 cores: most cores
+    (96, 64, 96, None, ((2, 1, 1, 1, 1, False), 9)),  # tiny shapes stay valid
+])
+def test_long_activation_matmul_configs(mock_device, m, k, n, act, want):
+    """The 2-D multicast rule of ``matmul_configs.long_m_config``: the layout it picks, and the mock P150 accepting
+    it through ``linear`` as one program (the activation fused)."""
+    import math
+
+    import ttnn
+
+    from models.experimental.gr00t.tt.matmul_configs import TILE, long_m_config
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights, linear
+
+    config = long_m_config(m, k, n, act)
+    got = (config.in0_block_w, config.per_core_M, config.per_core_N, config.out_subblock_h, config.out_subblock_w,
+           config.transpose_mcast)
+    cores = math.ceil(math.ceil(m / TILE) / config.per_core_M) * math.ceil(math.ceil(n / TILE) / config.per_core_N)
+    assert (got, cores) == want
+    assert (config.fused_activation is not None) == (act is not None)
+    put = {"bias": torch.zeros(1, n), "weight": torch.zeros(k, n)}
+    w = DeviceWeights(mock_device, {f"p.{name}": ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                                                                   device=mock_device) for name, t in put.items()})
+    x = ttnn.from_torch(torch.zeros(1, m, k), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device)
+    with ttnn.manage_config("enable_fast_runtime_mode", False):
+        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+        y = linear(w, x, "p", activation=act)
+        graph = ttnn.graph.end_graph_capture()
+    assert tuple(y.shape) == (1, m, n)
+    assert sum(1 for node in graph if node["node_type"] == "program_execution") == 1
+
+
+@pytest.mark.parametrize("q_rows, kv_rows, want", [
+    (384, 384, (128, 128)),  # Qwen3 at S = 384: the audit's accepted 128/128
+    (512, 512, (128, 128)),  # Qwen3-VL text
+    (64, 384, (64, 128)),  # DiT cross-attention over the backbone
+    (49, 49, (64, 64)),  # DiT self-attention: 49 tokens pad to 64
+    (16, 16, (32, 32)),  # tiny shapes: one tile
+])
+def test_sdpa_chunks(q_rows, kv_rows, want):
+    from models.experimental.gr00t.tt.matmul_configs import sdpa_config
+
+    config = sdpa_config(q_rows, kv_rows)
+    assert (config.q_chunk_size, config.k_chunk_size) == want
+    assert config.exp_approx_mode is False
