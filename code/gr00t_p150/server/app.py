@@ -8,6 +8,7 @@ lifespan, so "Application startup complete" means ready to serve.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
@@ -70,6 +71,31 @@ def _release(engine: Engine | None) -> None:
         engine.shutdown()
 
 
+def _open_endpoints(cfg: ServerConfig, engine: Engine, loop) -> list:
+    """The binary protocols the configuration turns on (SERVING.md §11), each on its own port and thread."""
+    endpoints = []
+    try:
+        if cfg.zmq_port is not None:
+            from .zmq_endpoint import ZmqPolicyEndpoint
+
+            endpoints.append(ZmqPolicyEndpoint(engine, loop, host=cfg.zmq_host, port=cfg.zmq_port,
+                                               api_key=cfg.api_key, allow_kill=cfg.zmq_allow_kill,
+                                               max_bytes=cfg.max_body_bytes))
+        if cfg.openpi_port is not None:
+            from .openpi_endpoint import OpenpiPolicyEndpoint
+
+            endpoints.append(OpenpiPolicyEndpoint(engine, loop, host=cfg.openpi_host, port=cfg.openpi_port,
+                                                  api_key=cfg.api_key, max_bytes=cfg.max_body_bytes,
+                                                  max_connections=cfg.max_queue, version=cfg.version))
+    except Exception as exc:  # e.g. the port is taken (OSError; ZMQError for the ZMQ socket)
+        for endpoint in endpoints:
+            endpoint.stop()
+        raise BootError(f"could not open a protocol endpoint: {exc}") from None
+    for endpoint in endpoints:
+        endpoint.start()
+    return endpoints
+
+
 def create_app(config: ServerConfig | None = None) -> FastAPI:
     runtime = Runtime()
 
@@ -85,6 +111,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             app.state.engine = engine
             await engine.start()
             runtime.metrics.booted(engine)
+            app.state.endpoints = _open_endpoints(cfg, engine, asyncio.get_running_loop())
             signals.install(on_first=runtime.admission.drain, drain_timeout_s=cfg.drain_timeout_s)
         except (SettingError, BootError) as exc:
             log.error("Boot failed: %s", exc)
@@ -97,6 +124,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         try:
             yield
         finally:
+            for endpoint in app.state.endpoints:
+                endpoint.stop()
             engine.shutdown()
 
     app = FastAPI(title="GR00T policy server", version="0.1.0", lifespan=lifespan,

@@ -70,6 +70,11 @@ class ServerConfig:
     api_key: str | None = field(default=None, repr=False)  # GR00T_API_KEY: never logged, never in to_dict
     auth_routes: tuple[str, ...] = AUTH_ROUTES  # GR00T_AUTH_ROUTES: what needs the key when one is set
     tt_num_cqs: int = 1  # GR00T_NUM_CQS: TT command queues (2: inputs uploaded on CQ 1); default per version
+    zmq_port: int | None = None  # GR00T_ZMQ_PORT: NVIDIA's GR00T PolicyServer protocol (ZMQ) on this port; unset = off
+    zmq_host: str = "127.0.0.1"  # GR00T_ZMQ_HOST: the address it binds (NVIDIA's server binds every interface)
+    zmq_allow_kill: bool = False  # GR00T_ZMQ_ALLOW_KILL=1: the ZMQ kill endpoint stops the server
+    openpi_port: int | None = None  # GR00T_OPENPI_PORT: the openpi websocket protocol on this port; unset = off
+    openpi_host: str = "127.0.0.1"  # GR00T_OPENPI_HOST
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -193,4 +198,26 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         api_key=parse_api_key(env),
         auth_routes=parse_auth_routes(env),
         tt_num_cqs=_int(env, "GR00T_NUM_CQS", spec.tt_num_cqs, 1, 2),
+        zmq_port=_port(env, "GR00T_ZMQ_PORT"),
+        zmq_host=_host(env, "GR00T_ZMQ_HOST"),
+        zmq_allow_kill=_choice(env, "GR00T_ZMQ_ALLOW_KILL", "0", ("0", "1")) == "1",
+        openpi_port=_port(env, "GR00T_OPENPI_PORT"),
+        openpi_host=_host(env, "GR00T_OPENPI_HOST"),
     )
+
+
+def _port(env: Mapping[str, str], name: str) -> int | None:
+    """A TCP port for an optional protocol endpoint; unset or empty = the endpoint is off."""
+    return None if not env.get(name) else _int(env, name, 0, 1, 65535)
+
+
+def _host(env: Mapping[str, str], name: str) -> str:
+    import ipaddress
+
+    host = env.get(name) or "127.0.0.1"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise SettingError(f"{name}={host!r}: expected an IP address (127.0.0.1 for this machine only, "
+                           "0.0.0.0 for every interface)") from None
+    return host

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The openpi websocket policy protocol (what ``openpi-client``'s ``WebsocketClientPolicy`` speaks), on its own
+port beside the HTTP server and on the same engine.
+
+On connect the server sends one msgpack map of metadata (action horizon, keys and dims, embodiment, the frame
+size the model saw, the observation keys it takes, ``needs_session_id`` false); then each binary message is an
+observation (``wire.openpi_observation``: ``observation/<camera>``, ``observation/<state group>``, ``prompt``,
+optional ``seed`` or ``noise``) answered by ``{"actions": float32 [horizon, Σ dims] (groups side by side in
+``action_keys`` order), "action/<group>": float32 [horizon, dim], "server_timing": {...}}``. A refused
+observation is answered, as openpi does, with a text frame (here ``"<field>: <rule>"``, never a traceback), and
+the connection stays open. ``GET /healthz`` answers 200; with ``GR00T_API_KEY`` set the upgrade needs
+``Authorization: Api-Key <key>``. Arrays travel in openpi's msgpack-numpy encoding (``msgpack_codecs``): no pickle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from models.experimental.gr00t.common.errors import InputError
+
+from .errors import RequestRefused
+from .msgpack_codecs import openpi_pack, openpi_unpack
+from .wire import MODALITY, openpi_observation, run_observation
+
+log = logging.getLogger("gr00t_p150")
+
+
+class OpenpiPolicyEndpoint:
+    def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, max_bytes: int,
+                 max_connections: int, version: str, on_request=None):
+        from websockets.sync.server import serve
+
+        self.engine, self.loop, self.api_key, self.max_bytes = engine, loop, api_key, max_bytes
+        self.max_connections, self.version, self._on_request = max_connections, version, on_request
+        self._open = 0
+        self._lock = threading.Lock()
+        self._server = serve(self._handle, host, port, compression=None, max_size=max_bytes,
+                             process_request=self._process_request, server_header=None)
+        self.port = self._server.socket.getsockname()[1]
+        self.address = f"ws://{host}:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="gr00t-openpi", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("openpi websocket protocol on %s", self.address)
+
+    def stop(self) -> None:
+        self._server.shutdown() if self._thread.ident is not None else self._server.socket.close()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=5)
+
+    def metadata(self) -> dict:
+        lay = self.engine.layout
+        horizon, _ = self.engine.backend.action_shape
+        return {"action_horizon": int(horizon), "action_keys": lay.action_keys, "action_dims": lay.action_dims,
+                "embodiment": lay.embodiment, "embodiment_tag": lay.embodiment, "version": self.version,
+                "image_resolution": list(MODALITY[lay.name].image_hw), "frames_per_camera": lay.frames_per_camera,
+                "observation_keys": [f"observation/{c}" for c in lay.cameras]
+                + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
+                "needs_session_id": False}
+
+    def _process_request(self, connection, request):
+        if request.path == "/healthz":
+            return connection.respond(200, "OK\n")
+        if self.api_key is not None and request.headers.get("Authorization") != f"Api-Key {self.api_key}":
+            return connection.respond(401, "missing or wrong Authorization: Api-Key header\n")
+        with self._lock:
+            if self._open >= self.max_connections:
+                return connection.respond(503, f"at most {self.max_connections} connections at once\n")
+            self._open += 1
+        return None
+
+    def _handle(self, ws) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            ws.send(openpi_pack(self.metadata()))
+            while True:
+                message = ws.recv()
+                ws.send(self.answer(message))
+        except ConnectionClosed:
+            pass
+        finally:
+            with self._lock:
+                self._open -= 1
+
+    def answer(self, message) -> bytes | str:
+        """One ``infer`` message → the reply frame: bytes for actions, text for a refusal."""
+        try:
+            if isinstance(message, str):
+                raise InputError("message", "must be a binary msgpack frame, not text")
+            obs = openpi_unpack(message, self.max_bytes)
+            body = openpi_observation(obs, self.engine.layout)
+            result, total_ms = run_observation(self.engine, self.loop, body, seed=obs.get("seed"),
+                                               noise=obs.get("noise"))
+        except (InputError, RequestRefused) as exc:
+            return f"{exc.field}: {exc.rule}"
+        except Exception as exc:  # never a traceback on the wire; the log has it
+            log.exception("openpi request failed")
+            return f"internal error ({type(exc).__name__}); see the server log"
+        finally:
+            if self._on_request is not None:
+                self._on_request()
+        keys = self.engine.layout.action_keys
+        out = {"actions": np.concatenate([result.actions[k] for k in keys], axis=-1).astype(np.float32)}
+        out.update({f"action/{k}": result.actions[k].astype(np.float32) for k in keys})
+        out["server_timing"] = {"infer_ms": round(result.timing_ms.get("device", 0.0), 3),
+                                "total_ms": round(total_ms, 3), "sent_at": time.time()}
+        return openpi_pack(out)

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""NVIDIA's GR00T PolicyServer wire protocol (Isaac-GR00T N1.6/N1.7 ``gr00t/policy/server_client.py``) on a ZMQ
+REP socket, beside the HTTP server and on the same engine.
+
+A request is the msgpack map ``{"endpoint": name, "data": {...}, "api_token"?: str}`` (``endpoint`` defaults to
+``get_action``, as in NVIDIA's server). Endpoints: ``ping``; ``get_action`` (``data = {"observation": ...,
+"options": ...}`` → ``[action, info]``, action ``{group: (B, T, D) float32}`` in physical units); ``reset``
+(sessionless: ``{}``); ``get_modality_config``; ``kill`` only with ``GR00T_ZMQ_ALLOW_KILL=1`` (it stops the whole
+server, as SIGTERM does). Errors come back as ``{"error": "<field>: <rule>"}``, never a traceback. ``options`` may
+carry ``seed`` (int) or ``noise`` (ndarray [horizon, action_dim]), as ``/predict``'s fields do; without them the
+layout's default seed applies, so the same observation gives the same actions over every protocol.
+
+REP is one request at a time; the socket binds ``GR00T_ZMQ_HOST`` (default 127.0.0.1, not NVIDIA's ``*``)
+and drops messages over ``GR00T_MAX_BODY_BYTES`` before reading them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+import numpy as np
+
+from models.experimental.gr00t.common.errors import InputError
+
+from .errors import RequestRefused
+from .msgpack_codecs import ModalityConfigJSON, groot_pack, groot_unpack
+from .wire import groot_observations, modality_config, run_observation
+
+log = logging.getLogger("gr00t_p150")
+POLL_MS = 200  # how often the loop looks at its stop flag
+
+
+class ZmqPolicyEndpoint:
+    def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, allow_kill: bool,
+                 max_bytes: int, on_request=None):
+        import zmq
+
+        self.engine, self.loop, self.api_key, self.allow_kill = engine, loop, api_key, allow_kill
+        self.max_bytes, self._on_request = max_bytes, on_request
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.REP)
+        self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.bind(f"tcp://{host}:{port}")
+        self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="gr00t-zmq", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("GR00T PolicyServer protocol (ZMQ) on %s", self.address)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=5)
+        self._sock.close(0)
+        self._ctx.term()
+
+    def _serve(self) -> None:
+        import zmq
+
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        while not self._stop.is_set():
+            if not poller.poll(POLL_MS):
+                continue
+            try:
+                message = self._sock.recv(copy=True)
+            except zmq.ZMQError:
+                continue
+            reply, kill = self.handle(message)
+            self._sock.send(reply)
+            if kill:
+                log.warning("ZMQ kill endpoint called: stopping the server")
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    def handle(self, message: bytes) -> tuple[bytes, bool]:
+        """One message → (reply bytes, whether to stop the server)."""
+        try:
+            request = groot_unpack(message, self.max_bytes)
+            if not isinstance(request, dict):
+                raise InputError("message", "must be a map with endpoint and data")
+            if self.api_key is not None and request.get("api_token") != self.api_key:
+                return groot_pack({"error": "Unauthorized: Invalid API token"}), False
+            endpoint = request.get("endpoint", "get_action")
+            if endpoint == "ping":
+                return groot_pack({"status": "ok", "message": "Server is running"}), False
+            if endpoint == "kill":
+                if not self.allow_kill:
+                    raise InputError("endpoint", "kill is disabled on this server (GR00T_ZMQ_ALLOW_KILL=1 enables it)")
+                return groot_pack(None), True
+            if endpoint == "reset":
+                return groot_pack({}), False
+            if endpoint == "get_modality_config":
+                horizon = self.engine.backend.action_shape[0]
+                return groot_pack({k: ModalityConfigJSON(v) for k, v in
+                                   modality_config(self.engine.layout, horizon).items()}), False
+            if endpoint != "get_action":
+                raise InputError("endpoint", f"unknown endpoint {endpoint!r}; this server has ping, get_action, "
+                                             "reset, get_modality_config" + (", kill" if self.allow_kill else ""))
+            return groot_pack(list(self._get_action(request.get("data")))), False
+        except (InputError, RequestRefused) as exc:
+            return groot_pack({"error": f"{exc.field}: {exc.rule}"}), False
+        except Exception as exc:  # never a traceback on the wire; the log has it
+            log.exception("ZMQ request failed")
+            return groot_pack({"error": f"internal error ({type(exc).__name__}); see the server log"}), False
+
+    def _get_action(self, data) -> tuple[dict, dict]:
+        if not isinstance(data, dict) or "observation" not in data:
+            raise InputError("data", "must be a map with observation (and optionally options)")
+        options = data.get("options") or {}
+        if not isinstance(options, dict):
+            raise InputError("options", "must be a map or null")
+        unknown = sorted(set(options) - {"seed", "noise"})
+        if unknown:
+            raise InputError(f"options.{unknown[0]}", "unknown option; this server takes seed or noise")
+        bodies = groot_observations(data["observation"], self.engine.layout)
+        results = []
+        for body in bodies:
+            results.append(run_observation(self.engine, self.loop, body, seed=options.get("seed"),
+                                           noise=options.get("noise")))
+            if self._on_request is not None:
+                self._on_request()
+        actions = {k: np.stack([r.actions[k] for r, _ in results]).astype(np.float32) for k in results[0][0].actions}
+        info = {"seed": [r.seed for r, _ in results], "noise_source": [r.noise_source for r, _ in results],
+                "server_ms": [round(ms, 3) for _, ms in results]}
+        return actions, info

@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The binary protocols on a real server (tiny synthetic checkpoints, both versions, loopback only):
+
+- NVIDIA's GR00T PolicyServer protocol over ZMQ, driven by a client written here from the published
+  ``PolicyClient`` code (REQ socket; msgpack; ndarrays as ``np.save`` bytes under ``__ndarray_class__``);
+- the openpi websocket protocol, driven by the real ``openpi-client`` package from PyPI.
+
+The same observation with the same noise gives bit-identical actions over HTTP/JSON, ZMQ and websocket; malformed
+input gets a structured error in each protocol's own shape and the server keeps serving; nothing unpickles."""
+
+from __future__ import annotations
+
+import base64
+import io
+import pickle
+import socket
+
+import msgpack
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NvidiaWireClient:
+    """The client side of NVIDIA's ``PolicyClient`` protocol, written from its published description."""
+
+    def __init__(self, port: int, api_token: str | None = None, timeout_ms: int = 60_000):
+        import zmq
+
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.REQ)
+        self.sock.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(f"tcp://127.0.0.1:{port}")
+        self.api_token = api_token
+
+    @staticmethod
+    def _encode(obj):
+        if isinstance(obj, np.ndarray):
+            out = io.BytesIO()
+            np.save(out, obj, allow_pickle=False)
+            return {"__ndarray_class__": True, "as_npy": out.getvalue()}
+        return obj
+
+    @staticmethod
+    def _decode(obj):
+        if "__ndarray_class__" in obj:
+            return np.load(io.BytesIO(obj["as_npy"]), allow_pickle=False)
+        if "__ModalityConfig_class__" in obj:
+            return obj["as_json"]
+        return obj
+
+    def send_raw(self, payload: bytes):
+        self.sock.send(payload)
+        return msgpack.unpackb(self.sock.recv(), object_hook=self._decode)
+
+    def call(self, endpoint: str, data: dict | None = None):
+        request = {"endpoint": endpoint}
+        if data is not None:
+            request["data"] = data
+        if self.api_token:
+            request["api_token"] = self.api_token
+        return self.send_raw(msgpack.packb(request, default=self._encode))
+
+    def get_action(self, observation: dict, options: dict | None = None):
+        return tuple(self.call("get_action", {"observation": observation, "options": options}))
+
+    def close(self):
+        self.sock.close(0)
+        self.ctx.term()
+
+
+def frames_of(request: dict, cam: str) -> np.ndarray:
+    """The request's base64 PNG frames of ``cam`` decoded by Pillow: uint8 (T, H, W, 3)."""
+    value = request["images"][cam]
+    return np.stack([np.asarray(Image.open(io.BytesIO(base64.b64decode(f))).convert("RGB"))
+                     for f in (value if isinstance(value, list) else [value])])
+
+
+def groot_observation(request: dict, layout, language_key: str, batch: int = 1) -> dict:
+    def rep(a):
+        return np.repeat(a[None], batch, axis=0)
+
+    return {"video": {cam: rep(frames_of(request, cam)) for cam in layout.cameras},
+            "state": {g: rep(np.asarray(request["state"][g], dtype=np.float64).reshape(1, -1))
+                      for g, _ in layout.state_groups},
+            "language": {language_key: [[request["instruction"]]] * batch}}
+
+
+def openpi_observation(request: dict, layout) -> dict:
+    obs = {f"observation/{cam}": (frames_of(request, cam) if layout.frames_per_camera > 1
+                                  else frames_of(request, cam)[0]) for cam in layout.cameras}
+    obs.update({f"observation/{g}": np.asarray(request["state"][g], dtype=np.float64).reshape(-1)
+                for g, _ in layout.state_groups})
+    obs["prompt"] = request["instruction"]
+    return obs
+
+
+@pytest.fixture(scope="module", params=["n15", "n17"])
+def served(request, server_env):
+    from gr00t_p150.server.app import create_app
+    from gr00t_p150.server.settings import load_config
+
+    env = {**server_env, "GR00T_VERSION": request.param, "GR00T_ZMQ_PORT": str(free_port()),
+           "GR00T_OPENPI_PORT": str(free_port())}
+    config = load_config(env)
+    with TestClient(create_app(config), raise_server_exceptions=False) as http:
+        zmq_client = NvidiaWireClient(config.zmq_port)
+        demo = http.get("/demo").json()["request"]
+        yield http, zmq_client, config, demo
+        zmq_client.close()
+
+
+def http_actions(http, demo) -> dict[str, np.ndarray]:
+    r = http.post("/predict", json=demo)
+    assert r.status_code == 200, r.text
+    return {k: np.asarray(v, dtype=np.float32) for k, v in r.json()["actions"].items()}
+
+
+def test_the_same_observation_gives_bit_identical_actions_over_http_zmq_and_websocket(served):
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from gr00t_p150.server.wire import MODALITY
+
+    http, zmq_client, config, demo = served
+    layout = http.app.state.engine.layout
+    want = http_actions(http, demo)
+    noise = np.asarray(demo["noise"], dtype=np.float32)
+
+    action, info = zmq_client.get_action(groot_observation(demo, layout, MODALITY[layout.name].language_key),
+                                         {"noise": noise})
+    assert set(action) == set(layout.action_keys) and info["noise_source"] == ["client"]
+    for k in layout.action_keys:
+        assert action[k].dtype == np.float32 and action[k].shape == (1, *want[k].shape)
+        assert np.array_equal(action[k][0], want[k]), k
+
+    policy = WebsocketClientPolicy(host="127.0.0.1", port=config.openpi_port)
+    meta = policy.get_server_metadata()
+    assert meta["action_keys"] == layout.action_keys and meta["action_horizon"] == want[layout.action_keys[0]].shape[0]
+    assert meta["needs_session_id"] is False
+    got = policy.infer({**openpi_observation(demo, layout), "noise": noise})
+    assert got["actions"].shape == (meta["action_horizon"], sum(layout.action_dims.values()))
+    for k in layout.action_keys:
+        assert np.array_equal(got[f"action/{k}"], want[k]), k
+    assert np.array_equal(got["actions"], np.concatenate([want[k] for k in layout.action_keys], axis=-1))
+    assert got["server_timing"]["infer_ms"] > 0
+
+
+def test_a_batch_is_served_item_by_item(served):
+    from gr00t_p150.server.wire import MODALITY
+
+    http, zmq_client, _, demo = served
+    layout = http.app.state.engine.layout
+    key = MODALITY[layout.name].language_key
+    one, _ = zmq_client.get_action(groot_observation(demo, layout, key))  # the layout's default seed
+    two, info = zmq_client.get_action(groot_observation(demo, layout, key, batch=2))
+    assert info["noise_source"] == ["seed", "seed"]
+    for k in layout.action_keys:
+        assert two[k].shape[0] == 2 and np.array_equal(two[k][0], one[k][0]) and np.array_equal(two[k][1], one[k][0])
+
+
+def test_zmq_endpoints_and_structured_errors(served):
+    from gr00t_p150.server.wire import MODALITY
+
+    http, zmq_client, _, demo = served
+    layout = http.app.state.engine.layout
+    assert zmq_client.call("ping") == {"status": "ok", "message": "Server is running"}
+    assert zmq_client.call("reset", {"options": None}) == {}
+    config = zmq_client.call("get_modality_config")
+    assert config["video"]["modality_keys"] == list(layout.cameras)
+    assert config["action"]["modality_keys"] == layout.action_keys
+    assert config["language"]["modality_keys"] == [MODALITY[layout.name].language_key]
+
+    obs = groot_observation(demo, layout, MODALITY[layout.name].language_key)
+    cam = layout.cameras[0]
+    bad = {**obs, "video": {**obs["video"], cam: obs["video"][cam].astype(np.float32)}}
+    err = zmq_client.call("get_action", {"observation": bad})["error"]
+    assert err.startswith(f"observation.video.{cam}[0]:") and "uint8" in err
+    group = layout.state_groups[0][0]
+    short = {**obs, "state": {**obs["state"], group: obs["state"][group][..., :-1]}}
+    assert zmq_client.call("get_action", {"observation": short})["error"].startswith(f"state.{group}: has ")
+    assert "unknown endpoint" in zmq_client.call("train")["error"]
+    assert "kill is disabled" in zmq_client.call("kill")["error"]
+    assert "not a msgpack message" in zmq_client.send_raw(b"\xc1\xc1")["error"]
+
+    # a pickled ndarray (object dtype) is refused unread: np.load(allow_pickle=False) never runs pickle
+    blob = io.BytesIO()
+    np.save(blob, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    pickled = {**obs, "state": {**obs["state"], group: {"__ndarray_class__": True, "as_npy": blob.getvalue()}}}
+    reply = zmq_client.send_raw(msgpack.packb({"endpoint": "get_action", "data": {"observation": pickled}},
+                                              default=NvidiaWireClient._encode))
+    assert "without pickle" in reply["error"]
+    raw_pickle = zmq_client.send_raw(pickle.dumps({"endpoint": "ping"}))
+    assert "error" in raw_pickle
+    action, _ = zmq_client.get_action(obs)  # and the server still serves
+    assert set(action) == set(layout.action_keys)
+
+
+def test_openpi_refusals_are_text_frames_and_the_connection_keeps_serving(served):
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+    from websockets.sync.client import connect
+
+    http, _, config, demo = served
+    layout = http.app.state.engine.layout
+    policy = WebsocketClientPolicy(host="127.0.0.1", port=config.openpi_port)
+    obs = openpi_observation(demo, layout)
+    with pytest.raises(RuntimeError, match="prompt: missing"):
+        policy.infer({k: v for k, v in obs.items() if k != "prompt"})
+    group = layout.state_groups[0][0]
+    with pytest.raises(RuntimeError, match=f"state.{group}: has "):
+        policy.infer({**obs, f"observation/{group}": obs[f"observation/{group}"][:-1]})
+    with pytest.raises(RuntimeError, match="unknown key"):
+        policy.infer({**obs, "observation/extra_camera": obs[f"observation/{layout.cameras[0]}"]})
+    assert set(layout.action_keys) <= {k.split("/", 1)[1] for k in policy.infer(obs) if k.startswith("action/")}
+
+    # an object-dtype array in openpi's encoding is refused without reading it
+    with connect(f"ws://127.0.0.1:{config.openpi_port}", compression=None, max_size=None) as ws:
+        ws.recv()  # metadata
+        ws.send(msgpack.packb({**{k: v for k, v in obs.items() if not isinstance(v, np.ndarray)},
+                               "observation/x": {b"__ndarray__": True, b"data": b"\x80\x04N.", b"dtype": "|O",
+                                                 b"shape": [1]}}))
+        assert "dtype object is not accepted" in ws.recv()
