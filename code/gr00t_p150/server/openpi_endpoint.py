@@ -9,7 +9,7 @@ optional ``seed`` or ``noise``) answered by ``{"actions": float32 [horizon, Σ d
 ``action_keys`` order), "action/<group>": float32 [horizon, dim], "server_timing": {...}}``. A refused
 observation is answered, as openpi does, with a text frame (here ``"<field>: <rule>"``, never a traceback), and
 the connection stays open. ``GET /healthz`` answers 200; with ``GR00T_API_KEY`` set the upgrade needs
-``Authorization: Api-Key <key>``. Arrays travel in openpi's msgpack-numpy encoding (``msgpack_codecs``): no pickle.
+``Authorization: Api-Key <key>``. Arrays travel in openpi's msgpack-numpy encoding (``gr00t_client.codecs``): no pickle.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import threading
 import time
 
 import numpy as np
+from gr00t_client.codecs import WireError, openpi_pack, openpi_unpack
 
 from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
-from .msgpack_codecs import openpi_pack, openpi_unpack
 from .wire import MODALITY, openpi_observation, run_observation
 
 log = logging.getLogger("gr00t_p150")
@@ -97,7 +97,7 @@ class OpenpiPolicyEndpoint:
             body = openpi_observation(obs, self.engine.layout)
             result, total_ms = run_observation(self.engine, self.loop, body, seed=obs.get("seed"),
                                                noise=obs.get("noise"))
-        except (InputError, RequestRefused) as exc:
+        except (InputError, RequestRefused, WireError) as exc:
             return f"{exc.field}: {exc.rule}"
         except Exception as exc:  # never a traceback on the wire; the log has it
             log.exception("openpi request failed")

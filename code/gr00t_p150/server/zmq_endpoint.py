@@ -22,11 +22,11 @@ import signal
 import threading
 
 import numpy as np
+from gr00t_client.codecs import ModalityConfigJSON, WireError, groot_pack, groot_unpack
 
 from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
-from .msgpack_codecs import ModalityConfigJSON, groot_pack, groot_unpack
 from .wire import groot_observations, modality_config, run_observation
 
 log = logging.getLogger("gr00t_p150")
@@ -103,7 +103,7 @@ class ZmqPolicyEndpoint:
                 raise InputError("endpoint", f"unknown endpoint {endpoint!r}; this server has ping, get_action, "
                                              "reset, get_modality_config" + (", kill" if self.allow_kill else ""))
             return groot_pack(list(self._get_action(request.get("data")))), False
-        except (InputError, RequestRefused) as exc:
+        except (InputError, RequestRefused, WireError) as exc:
             return groot_pack({"error": f"{exc.field}: {exc.rule}"}), False
         except Exception as exc:  # never a traceback on the wire; the log has it
             log.exception("ZMQ request failed")

@@ -110,3 +110,27 @@ def test_a_bad_setting_stops_the_boot_with_the_variable_named(server_env, tmp_pa
     assert proc.wait(timeout=120) != 0
     assert "Boot failed: GR00T_VERSION" in log.read_text()
     assert "Application startup complete" not in log.read_text()
+
+
+def test_gr00t_client_http_matches_a_plain_json_post(live_server, request_body):
+    """``gr00t_client.HttpClient`` (frames PNG-encoded by Pillow from the decoded demo frames) gets the answer a
+    plain JSON post of the demo request gets: PNG is lossless, so the same pixels and the same actions."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from gr00t_client import HttpClient, PolicyError
+
+    url, _ = live_server
+    want = post(url + "/predict", request_body)["actions"]
+    images = {cam: np.asarray(Image.open(io.BytesIO(base64.b64decode(v))).convert("RGB"))
+              for cam, v in request_body["images"].items()}
+    actions, info = HttpClient(url).get_action({"images": images, "state": request_body["state"],
+                                                "instruction": request_body["instruction"],
+                                                "noise": np.asarray(request_body["noise"])})
+    assert {k: v.tolist() for k, v in actions.items()} == {k: np.float32(v).tolist() for k, v in want.items()}
+    assert info["version"] == "n15"
+    with pytest.raises(PolicyError, match="HTTP 400"):
+        HttpClient(url).get_action({"images": images, "state": request_body["state"], "instruction": ""})

@@ -227,3 +227,46 @@ def test_openpi_refusals_are_text_frames_and_the_connection_keeps_serving(served
                                "observation/x": {b"__ndarray__": True, b"data": b"\x80\x04N.", b"dtype": "|O",
                                                  b"shape": [1]}}))
         assert "dtype object is not accepted" in ws.recv()
+
+
+def test_gr00t_client_gets_the_same_actions_over_each_protocol(served):
+    from gr00t_client import OpenpiClient, PolicyError, ZmqClient
+
+    http, _, config, demo = served
+    layout = http.app.state.engine.layout
+    want = http_actions(http, demo)
+    obs = {"images": {cam: list(frames_of(demo, cam)) if layout.frames_per_camera > 1 else frames_of(demo, cam)[0]
+                      for cam in layout.cameras},
+           "state": demo["state"], "instruction": demo["instruction"], "noise": np.asarray(demo["noise"])}
+    zmq_client, ws_client = ZmqClient(port=config.zmq_port), OpenpiClient(port=config.openpi_port)
+    try:
+        for name, client in (("zmq", zmq_client), ("openpi", ws_client)):
+            actions, _ = client.get_action(obs)
+            assert {k: np.array_equal(actions[k], want[k]) for k in want} == dict.fromkeys(want, True), name
+        with pytest.raises(PolicyError, match="instruction"):
+            zmq_client.get_action({**obs, "instruction": ""})
+        assert zmq_client.ping() and zmq_client.reset() == {}
+    finally:
+        zmq_client.close()
+        ws_client.close()
+    # HttpClient needs a real socket (the TestClient has none): test_process.py runs it against a live server
+
+
+def test_gr00t_client_imports_no_torch_and_installs_alone(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    code = Path(__file__).resolve().parents[2]
+    probe = ("import sys, gr00t_client; bad = [m for m in ('torch', 'models', 'gr00t_p150', 'transformers') "
+             "if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=tmp_path, env={"PYTHONPATH": str(code)})
+    import shutil
+
+    source = shutil.copytree(code / "gr00t_client", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--wheel-dir", str(tmp_path), str(source)], check=True, timeout=120)  # builds in the copy
+    wheel = next(tmp_path.glob("gr00t_client-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"gr00t_client/__init__.py", "gr00t_client/clients.py", "gr00t_client/codecs.py"} <= set(names), names

@@ -9,7 +9,8 @@ unpickles.
   b"shape": shape}`` and ``{b"__npgeneric__": true, ...}`` for scalars; object, void and complex dtypes are refused.
 
 Decoding is bounded: sizes come from the msgpack limits below, and an ndarray's declared shape must match its
-bytes before any array is made.
+bytes before any array is made. Used by the clients of this package and by the server alike (numpy and msgpack
+only); a malformed message raises ``WireError`` naming the field and the rule.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from models.experimental.gr00t.common.errors import InputError
+
+
+class WireError(ValueError):
+    """A message that breaks the wire format: names the field and the rule."""
+
+    def __init__(self, field: str, rule: str):
+        super().__init__(f"{field}: {rule}")
+        self.field, self.rule = field, rule
 
 REFUSED_KINDS = "OVc"  # object (pickle), void / structured, complex
 
@@ -32,7 +40,7 @@ def _limits(max_bytes: int) -> dict:
 
 def _plain(a: np.ndarray, field: str = "ndarray") -> np.ndarray:
     if a.dtype.kind in REFUSED_KINDS or a.dtype.hasobject:
-        raise InputError(field, f"dtype {a.dtype} is not accepted (numbers and uint8 images only)")
+        raise WireError(field, f"dtype {a.dtype} is not accepted (numbers and uint8 images only)")
     return a
 
 
@@ -57,13 +65,13 @@ def _groot_hook(obj: dict):
     if "__ndarray_class__" in obj:
         blob = obj.get("as_npy")
         if not isinstance(blob, bytes):
-            raise InputError("ndarray", "as_npy must be the bytes np.save writes")
+            raise WireError("ndarray", "as_npy must be the bytes np.save writes")
         try:
             return _plain(np.load(io.BytesIO(blob), allow_pickle=False))
-        except InputError:
+        except WireError:
             raise
         except Exception as exc:  # np.load's ValueError for object arrays ("allow_pickle=False") included
-            raise InputError("ndarray", f"not a readable .npy array without pickle ({exc})") from None
+            raise WireError("ndarray", f"not a readable .npy array without pickle ({exc})") from None
     return obj
 
 
@@ -74,10 +82,10 @@ def groot_pack(obj: Any) -> bytes:
 def groot_unpack(data: bytes, max_bytes: int) -> Any:
     try:
         return msgpack.unpackb(data, object_hook=_groot_hook, strict_map_key=True, **_limits(max_bytes))
-    except InputError:
+    except WireError:
         raise
     except Exception as exc:
-        raise InputError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
+        raise WireError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
 
 
 # ---- openpi ----------------------------------------------------------------------------------------
@@ -100,12 +108,12 @@ def _openpi_hook(obj: dict):
                 return dtype.type(obj[b"data"])
             shape, data = tuple(int(n) for n in obj[b"shape"]), obj[b"data"]
             if any(n < 0 for n in shape) or int(np.prod(shape)) * dtype.itemsize != len(data):
-                raise InputError("ndarray", f"shape {list(shape)} of {dtype} does not match its {len(data)} bytes")
+                raise WireError("ndarray", f"shape {list(shape)} of {dtype} does not match its {len(data)} bytes")
             return np.frombuffer(data, dtype=dtype).reshape(shape).copy()  # writable, owns its bytes
-        except InputError:
+        except WireError:
             raise
         except Exception as exc:
-            raise InputError("ndarray", f"not a valid openpi ndarray ({type(exc).__name__})") from None
+            raise WireError("ndarray", f"not a valid openpi ndarray ({type(exc).__name__})") from None
     return obj
 
 
@@ -116,7 +124,7 @@ def openpi_pack(obj: Any) -> bytes:
 def openpi_unpack(data: bytes, max_bytes: int) -> Any:
     try:
         return msgpack.unpackb(data, object_hook=_openpi_hook, strict_map_key=False, **_limits(max_bytes))
-    except InputError:
+    except WireError:
         raise
     except Exception as exc:
-        raise InputError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
+        raise WireError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
