@@ -12,15 +12,8 @@ N=${3:-20}
 PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 LOG=$(mktemp -t gr00t-demo-XXXX.log)
 echo "==> booting GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS on 127.0.0.1:$PORT (log: $LOG)"
-GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS PYTHONPATH=code \
-  "$PYTHON" -m uvicorn --host 127.0.0.1 --port "$PORT" --http gr00t_p150.server.protocol:GuardedH11Protocol gr00t_p150.server.app:app >"$LOG" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 900); do
-  if ! kill -0 $PID 2>/dev/null; then echo "server exited during boot:"; tail -20 "$LOG"; exit 1; fi
-  if "$PYTHON" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then break; fi
-  sleep 1
-done
+source code/scripts/serve_local.sh
+GR00T_VERSION=$VERSION GR00T_WEIGHTS=$WEIGHTS serve_local
 grep -E "Fidelity gate|ready in" "$LOG" | sed 's/^/    /'
 echo "==> smoke test"
 "$PYTHON" code/gr00t_p150/server/smoke_test.py --url "http://127.0.0.1:$PORT"

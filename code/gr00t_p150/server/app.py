@@ -71,8 +71,9 @@ def _release(engine: Engine | None) -> None:
         engine.shutdown()
 
 
-def _open_endpoints(cfg: ServerConfig, engine: Engine, loop) -> list:
-    """The binary protocols the configuration turns on (SERVING.md §11), each on its own port and thread."""
+def _open_endpoints(cfg: ServerConfig, engine: Engine, loop, admission) -> list:
+    """The binary protocols the configuration turns on (SERVING.md §11), each on its own port and thread, sharing
+    ``/predict``'s admission queue."""
     endpoints = []
     try:
         if cfg.zmq_port is not None:
@@ -80,13 +81,14 @@ def _open_endpoints(cfg: ServerConfig, engine: Engine, loop) -> list:
 
             endpoints.append(ZmqPolicyEndpoint(engine, loop, host=cfg.zmq_host, port=cfg.zmq_port,
                                                api_key=cfg.api_key, allow_kill=cfg.zmq_allow_kill,
-                                               max_bytes=cfg.max_body_bytes))
+                                               max_bytes=cfg.max_body_bytes, admission=admission))
         if cfg.openpi_port is not None:
             from .openpi_endpoint import OpenpiPolicyEndpoint
 
             endpoints.append(OpenpiPolicyEndpoint(engine, loop, host=cfg.openpi_host, port=cfg.openpi_port,
                                                   api_key=cfg.api_key, max_bytes=cfg.max_body_bytes,
-                                                  max_connections=cfg.max_queue, version=cfg.version))
+                                                  max_connections=cfg.max_queue, version=cfg.version,
+                                                  admission=admission))
     except Exception as exc:  # e.g. the port is taken (OSError; ZMQError for the ZMQ socket)
         for endpoint in endpoints:
             endpoint.stop()
@@ -111,7 +113,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             app.state.engine = engine
             await engine.start()
             runtime.metrics.booted(engine)
-            app.state.endpoints = _open_endpoints(cfg, engine, asyncio.get_running_loop())
+            app.state.endpoints = _open_endpoints(cfg, engine, asyncio.get_running_loop(), runtime.admission)
             signals.install(on_first=runtime.admission.drain, drain_timeout_s=cfg.drain_timeout_s)
         except (SettingError, BootError) as exc:
             log.error("Boot failed: %s", exc)

@@ -31,11 +31,12 @@ log = logging.getLogger("gr00t_p150")
 
 class OpenpiPolicyEndpoint:
     def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, max_bytes: int,
-                 max_connections: int, version: str, on_request=None):
+                 max_connections: int, version: str, admission=None, on_request=None):
         from websockets.sync.server import serve
 
         self.engine, self.loop, self.api_key, self.max_bytes = engine, loop, api_key, max_bytes
         self.max_connections, self.version, self._on_request = max_connections, version, on_request
+        self.admission = admission
         self._open = 0
         self._lock = threading.Lock()
         self._server = serve(self._handle, host, port, compression=None, max_size=max_bytes,
@@ -96,7 +97,7 @@ class OpenpiPolicyEndpoint:
             obs = openpi_unpack(message, self.max_bytes)
             body = openpi_observation(obs, self.engine.layout)
             result, total_ms = run_observation(self.engine, self.loop, body, seed=obs.get("seed"),
-                                               noise=obs.get("noise"))
+                                               noise=obs.get("noise"), admission=self.admission)
         except (InputError, RequestRefused, WireError) as exc:
             return f"{exc.field}: {exc.rule}"
         except Exception as exc:  # never a traceback on the wire; the log has it

@@ -18,6 +18,7 @@ PNG round trip), so ``parse_observation`` applies the same rules, and every erro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -173,8 +174,33 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
     return {"images": images, "state": states, "instruction": obs["prompt"]}
 
 
+async def _admit(admission) -> float:
+    return admission.enter(time.perf_counter())
+
+
+def admitted(admission, loop: asyncio.AbstractEventLoop):
+    """A context in which one request holds a place in ``/predict``'s admission queue (``GR00T_MAX_QUEUE``, the
+    SIGTERM drain): every protocol shares the one queue. The queue lives on the event loop's thread."""
+    from .admission import Draining, QueueFull
+
+    @contextlib.contextmanager
+    def held():
+        try:
+            at = asyncio.run_coroutine_threadsafe(_admit(admission), loop).result(timeout=60)
+        except QueueFull as exc:
+            raise RequestRefused("queue", str(exc)) from None
+        except Draining:
+            raise RequestRefused("server", "the server is shutting down") from None
+        try:
+            yield
+        finally:
+            loop.call_soon_threadsafe(admission.leave, at)
+
+    return held()
+
+
 def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed=None, noise=None,
-                    timeout_s: float = 600.0):
+                    admission=None, timeout_s: float = 600.0):
     """One request body through the engine as ``/predict`` runs it: parsed and prepared on the calling thread
     (torch single-threaded there), run on the device thread in ``loop``; returns the ``PolicyResult`` and the ms
     it took. Raises ``RequestRefused`` for anything the request got wrong."""
@@ -190,10 +216,11 @@ def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed
         noise = _floats(_array(noise, "noise"), "noise") if isinstance(noise, np.ndarray) else noise
     timeout_ms = engine.config.request_timeout_ms
     deadline = t0 + timeout_ms / 1e3 if timeout_ms else None
-    with as_request_refused():
-        obs = parse_observation(body, engine.layout)
-    prepared = engine.prepare(obs, noise=noise, seed=seed, state_dtype="float64", deadline=deadline)
-    result = asyncio.run_coroutine_threadsafe(engine.run(prepared, deadline=deadline), loop).result(timeout_s)
+    with admitted(admission, loop) if admission is not None else contextlib.nullcontext():
+        with as_request_refused():
+            obs = parse_observation(body, engine.layout)
+        prepared = engine.prepare(obs, noise=noise, seed=seed, state_dtype="float64", deadline=deadline)
+        result = asyncio.run_coroutine_threadsafe(engine.run(prepared, deadline=deadline), loop).result(timeout_s)
     if not all(np.isfinite(a).all() for a in result.actions.values()):
         raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
     return result, (time.perf_counter() - t0) * 1e3

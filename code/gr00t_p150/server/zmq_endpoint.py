@@ -35,11 +35,11 @@ POLL_MS = 200  # how often the loop looks at its stop flag
 
 class ZmqPolicyEndpoint:
     def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, allow_kill: bool,
-                 max_bytes: int, on_request=None):
+                 max_bytes: int, admission=None, on_request=None):
         import zmq
 
         self.engine, self.loop, self.api_key, self.allow_kill = engine, loop, api_key, allow_kill
-        self.max_bytes, self._on_request = max_bytes, on_request
+        self.max_bytes, self.admission, self._on_request = max_bytes, admission, on_request
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -122,10 +122,11 @@ class ZmqPolicyEndpoint:
         results = []
         for body in bodies:
             results.append(run_observation(self.engine, self.loop, body, seed=options.get("seed"),
-                                           noise=options.get("noise")))
+                                           noise=options.get("noise"), admission=self.admission))
             if self._on_request is not None:
                 self._on_request()
         actions = {k: np.stack([r.actions[k] for r, _ in results]).astype(np.float32) for k in results[0][0].actions}
         info = {"seed": [r.seed for r, _ in results], "noise_source": [r.noise_source for r, _ in results],
-                "server_ms": [round(ms, 3) for _, ms in results]}
+                "server_ms": [round(ms, 3) for _, ms in results],
+                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, _ in results]}
         return actions, info

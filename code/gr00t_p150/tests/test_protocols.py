@@ -270,3 +270,60 @@ def test_gr00t_client_imports_no_torch_and_installs_alone(tmp_path):
     wheel = next(tmp_path.glob("gr00t_client-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert {"gr00t_client/__init__.py", "gr00t_client/clients.py", "gr00t_client/codecs.py"} <= set(names), names
+
+
+def test_the_robot_loop_keeps_a_chunk_and_counts_every_tick(served):
+    """``code/scripts/robot_loop.py`` for 1.5 s at 30 Hz over ZMQ: every tick either ran an action or starved,
+    chunks were asked for and timed, and an action's observation is never from the future."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from robot_loop import run, stacked
+
+    from gr00t_client import ZmqClient
+
+    http, _, config, demo = served
+    layout = http.app.state.engine.layout
+    obs = {"images": {cam: list(frames_of(demo, cam)) if layout.frames_per_camera > 1 else frames_of(demo, cam)[0]
+                      for cam in layout.cameras}, "state": demo["state"], "instruction": demo["instruction"]}
+    client = ZmqClient(port=config.zmq_port)
+    try:
+        first, _ = client.get_action(obs)
+        r = run(client, obs, hz=30, seconds=1.5, ask_at=8, first=stacked(first))
+    finally:
+        client.close()
+    assert r["ticks"] == 45 and r["executed"] + r["starved_ticks"] == 45
+    assert r["requests"] >= 1 and r["latency_ms"]["p50"] > 0 and r["in_flight_max"] == 1
+    assert r["staleness_ms"]["p50"] >= 0
+
+
+def test_every_protocol_waits_in_the_one_admission_queue(served):
+    """A full ``/predict`` queue (GR00T_MAX_QUEUE) refuses ZMQ and websocket requests too, in each one's error
+    shape; the places they take are given back."""
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from gr00t_p150.server.wire import MODALITY
+
+    http, zmq_client, config, demo = served
+    layout = http.app.state.engine.layout
+    admission = http.app.state.runtime.admission
+    policy = WebsocketClientPolicy(host="127.0.0.1", port=config.openpi_port)
+    full = admission.limit
+    admission.depth += full
+    try:
+        reply = zmq_client.call("get_action", {"observation": groot_observation(
+            demo, layout, MODALITY[layout.name].language_key)})
+        assert reply["error"].startswith("queue: the server is at GR00T_MAX_QUEUE"), reply
+        with pytest.raises(RuntimeError, match="queue: the server is at GR00T_MAX_QUEUE"):
+            policy.infer(openpi_observation(demo, layout))
+    finally:
+        admission.depth -= full
+    import time
+
+    before = admission.admitted
+    policy.infer(openpi_observation(demo, layout))
+    deadline = time.monotonic() + 5  # the place is given back on the event loop, just after the reply is sent
+    while admission.depth and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert admission.admitted == before + 1 and admission.depth == 0
