@@ -30,7 +30,8 @@ from .errors import BootError, NonFiniteActions, RequestRefused, as_request_refu
 from .guards import Guards, Runtime
 from .host_threads import single_threaded_torch
 from .metrics import CONTENT_TYPE
-from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse
+from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse, ResetRequest
+from .sessions import check_session_fields
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
 
@@ -71,9 +72,10 @@ def _release(engine: Engine | None) -> None:
         engine.shutdown()
 
 
-def _open_endpoints(cfg: ServerConfig, engine: Engine, loop, admission) -> list:
+def _open_endpoints(cfg: ServerConfig, engine: Engine, loop, runtime: Runtime) -> list:
     """The binary protocols the configuration turns on (SERVING.md §11), each on its own port and thread, sharing
-    ``/predict``'s admission queue."""
+    ``/predict``'s admission queue and sessions."""
+    admission = runtime.admission
     endpoints = []
     try:
         if cfg.zmq_port is not None:
@@ -81,14 +83,15 @@ def _open_endpoints(cfg: ServerConfig, engine: Engine, loop, admission) -> list:
 
             endpoints.append(ZmqPolicyEndpoint(engine, loop, host=cfg.zmq_host, port=cfg.zmq_port,
                                                api_key=cfg.api_key, allow_kill=cfg.zmq_allow_kill,
-                                               max_bytes=cfg.max_body_bytes, admission=admission))
+                                               max_bytes=cfg.max_body_bytes, admission=admission,
+                                               sessions=runtime.sessions))
         if cfg.openpi_port is not None:
             from .openpi_endpoint import OpenpiPolicyEndpoint
 
             endpoints.append(OpenpiPolicyEndpoint(engine, loop, host=cfg.openpi_host, port=cfg.openpi_port,
                                                   api_key=cfg.api_key, max_bytes=cfg.max_body_bytes,
                                                   max_connections=cfg.max_queue, version=cfg.version,
-                                                  admission=admission))
+                                                  admission=admission, sessions=runtime.sessions))
     except Exception as exc:  # e.g. the port is taken (OSError; ZMQError for the ZMQ socket)
         for endpoint in endpoints:
             endpoint.stop()
@@ -113,7 +116,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             app.state.engine = engine
             await engine.start()
             runtime.metrics.booted(engine)
-            app.state.endpoints = _open_endpoints(cfg, engine, asyncio.get_running_loop(), runtime.admission)
+            app.state.endpoints = _open_endpoints(cfg, engine, asyncio.get_running_loop(), runtime)
             signals.install(on_first=runtime.admission.drain, drain_timeout_s=cfg.drain_timeout_s)
         except (SettingError, BootError) as exc:
             log.error("Boot failed: %s", exc)
@@ -155,6 +158,9 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         deadline = request.scope.get("gr00t.arrived_at", t0) + timeout_ms / 1e3 if timeout_ms else None
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineExpired("the request's deadline passed before its body had arrived and been parsed")
+        check_session_fields(body.session_id, body.seq, body.control_hz)
+        session = None if body.session_id is None else runtime.sessions.claim(body.session_id, body.seq,
+                                                                               body.control_hz)  # 409: never run
 
         def decode_and_prepare():  # one worker-thread hop for all host work before the device
             single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
@@ -169,6 +175,9 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         timing = {"decode": (t_decode - t0) * 1e3, **{k: v for k, v in result.timing_ms.items() if "." not in k}}
         timing["total"] = (time.perf_counter() - t0) * 1e3
         runtime.metrics.observe_stages(timing)
+        if session is not None:
+            runtime.sessions.record(session, result, timing["total"])
+            response["session"] = session.describe()
         response["timing_ms"] = {k: round(v, 3) for k, v in timing.items()}
         headers = {"Server-Timing": ", ".join(f"{k};dur={v:.2f}" for k, v in timing.items()),
                    "X-Request-ID": request_id(request.headers.get("x-request-id"))}
@@ -176,6 +185,12 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             del obs
             await run_in_threadpool(memory.trim)
         return JSONResponse(response, headers=headers)
+
+    @app.post("/reset", responses={k: errors[k] for k in (400, 401)})
+    async def reset(body: ResetRequest):
+        """Forget a robot session (§12): its last seq, chunk and latencies."""
+        check_session_fields(body.session_id, None, None)
+        return {"session_id": body.session_id, "reset": runtime.sessions.reset(body.session_id)}
 
     @app.get("/health", responses={503: errors[503]})
     async def health(request: Request):
@@ -199,7 +214,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/info")
     async def info(request: Request):
-        return engine_of(request).info()
+        return {**engine_of(request).info(), "sessions": runtime.sessions.describe(),
+                "protocols": {"http": True, "zmq": runtime.config.zmq_port, "openpi": runtime.config.openpi_port}}
 
     @app.get("/demo")
     async def demo(request: Request):

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from .admission import DeadlineExpired
+from .sessions import SessionConflict
 
 log = logging.getLogger("gr00t_p150")
 
@@ -91,6 +92,10 @@ def register(app: FastAPI) -> None:
     @app.exception_handler(RequestRefused)
     async def _refused(_: Request, exc: RequestRefused) -> JSONResponse:
         return error_body(400, exc.field, exc.rule)
+
+    @app.exception_handler(SessionConflict)
+    async def _conflict(_: Request, exc: SessionConflict) -> JSONResponse:
+        return error_body(409, exc.field, exc.rule)
 
     @app.exception_handler(NonFiniteActions)
     async def _non_finite(_: Request, exc: NonFiniteActions) -> JSONResponse:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from starlette.exceptions import HTTPException
 
 from .admission import Admission, Draining, QueueFull
+from .sessions import SessionStore
 from .errors import error_body
 from .metrics import Metrics
 
@@ -32,10 +33,12 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     max_body_bytes: int = 64 * 2**20
     body_timeout_s: float = 30.0
+    sessions: SessionStore = field(default_factory=SessionStore)
 
     def configure(self, config) -> None:
         self.config = config
         self.admission = Admission(config.max_queue)
+        self.sessions = SessionStore(config.max_sessions, config.session_ttl_s)
         self.metrics.queue_limit.set(config.max_queue)
         self.max_body_bytes = config.max_body_bytes
         self.body_timeout_s = config.body_timeout_s

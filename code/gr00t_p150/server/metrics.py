@@ -17,7 +17,8 @@ BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2
              20.0, 30.0)
 STAGES = ("decode", "encode", "device", "decode_actions", "total")
 # Route labels are these paths or "other", so a scanner cannot grow the label set without bound.
-ROUTES = ("/predict", "/health", "/info", "/demo", "/metrics", "/v1/models", "/docs", "/redoc", "/openapi.json")
+ROUTES = ("/predict", "/reset", "/health", "/info", "/demo", "/metrics", "/v1/models", "/docs", "/redoc",
+          "/openapi.json")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 

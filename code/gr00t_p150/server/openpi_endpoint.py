@@ -24,6 +24,7 @@ from gr00t_client.codecs import WireError, openpi_pack, openpi_unpack
 from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
+from .sessions import SessionConflict
 from .wire import MODALITY, openpi_observation, run_observation
 
 log = logging.getLogger("gr00t_p150")
@@ -31,12 +32,12 @@ log = logging.getLogger("gr00t_p150")
 
 class OpenpiPolicyEndpoint:
     def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, max_bytes: int,
-                 max_connections: int, version: str, admission=None, on_request=None):
+                 max_connections: int, version: str, admission=None, sessions=None, on_request=None):
         from websockets.sync.server import serve
 
         self.engine, self.loop, self.api_key, self.max_bytes = engine, loop, api_key, max_bytes
         self.max_connections, self.version, self._on_request = max_connections, version, on_request
-        self.admission = admission
+        self.admission, self.sessions = admission, sessions
         self._open = 0
         self._lock = threading.Lock()
         self._server = serve(self._handle, host, port, compression=None, max_size=max_bytes,
@@ -62,7 +63,7 @@ class OpenpiPolicyEndpoint:
                 "image_resolution": list(MODALITY[lay.name].image_hw), "frames_per_camera": lay.frames_per_camera,
                 "observation_keys": [f"observation/{c}" for c in lay.cameras]
                 + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
-                "needs_session_id": False}
+                "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz"}
 
     def _process_request(self, connection, request):
         if request.path == "/healthz":
@@ -96,9 +97,10 @@ class OpenpiPolicyEndpoint:
                 raise InputError("message", "must be a binary msgpack frame, not text")
             obs = openpi_unpack(message, self.max_bytes)
             body = openpi_observation(obs, self.engine.layout)
-            result, total_ms = run_observation(self.engine, self.loop, body, seed=obs.get("seed"),
-                                               noise=obs.get("noise"), admission=self.admission)
-        except (InputError, RequestRefused, WireError) as exc:
+            result, total_ms, session = run_observation(
+                self.engine, self.loop, body, seed=obs.get("seed"), noise=obs.get("noise"), admission=self.admission,
+                sessions=self.sessions, session={k: obs.get(k) for k in ("session_id", "seq", "control_hz")})
+        except (InputError, RequestRefused, WireError, SessionConflict) as exc:
             return f"{exc.field}: {exc.rule}"
         except Exception as exc:  # never a traceback on the wire; the log has it
             log.exception("openpi request failed")
@@ -111,4 +113,6 @@ class OpenpiPolicyEndpoint:
         out.update({f"action/{k}": result.actions[k].astype(np.float32) for k in keys})
         out["server_timing"] = {"infer_ms": round(result.timing_ms.get("device", 0.0), 3),
                                 "total_ms": round(total_ms, 3), "sent_at": time.time()}
+        if session is not None:
+            out["session"] = session
         return openpi_pack(out)

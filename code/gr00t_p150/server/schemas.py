@@ -25,6 +25,10 @@ class PredictRequest(BaseModel):
                                                             description="explicit initial noise [horizon][action_dim]")
     state_dtype: Literal["float64", "float32"] = "float64"
     return_normalized: bool = False
+    session_id: str | None = Field(None, description="robot session (SERVING.md §12): 1-128 of A-Z a-z 0-9 . _ : -")
+    seq: int | None = Field(None, ge=0, le=2**63 - 1,
+                            description="must grow within a session: an older observation is refused (409)")
+    control_hz: float | None = Field(None, gt=0, le=1000, description="the robot's control rate, kept per session")
     timeout_ms: int | None = Field(None, ge=1, le=3_600_000,
                                    description="deadline from the request's arrival: 504 if the device has not "
                                                "started by then (default GR00T_REQUEST_TIMEOUT_MS; never after "
@@ -58,6 +62,14 @@ class PredictResponse(BaseModel):
     backend: dict
     warning: str | None = None
     timing_ms: dict[str, float] = Field(description="decode, encode, device, decode_actions, total (server side)")
+    session: dict | None = Field(None, description="with session_id only: id, seq, requests, control_hz, "
+                                                   "latency_ms_p50 / _p90 of its recent requests (§12)")
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    session_id: str = Field(description="the session to forget")
 
 
 class ErrorDetail(BaseModel):
@@ -78,6 +90,7 @@ ERROR_RESPONSES = {
     400: "malformed or off-contract request (never 422): `field` names it, `rule` says what it must be",
     401: "GR00T_API_KEY is set and `Authorization: Bearer <key>` is missing or wrong",
     408: "the body did not arrive within GR00T_BODY_TIMEOUT_S (the connection is closed)",
+    409: "session_id with a seq not above the session's last one: an older observation is never computed",
     413: "body over GR00T_MAX_BODY_BYTES",
     429: "GR00T_MAX_QUEUE requests are already admitted; `Retry-After` says when to retry",
     500: "a server fault (logged; the body names only the exception type)",

@@ -21,7 +21,7 @@ TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (c
 # compares against, and the fp32 fast path gains little there: see README "Torch fast path").
 TORCH_PATHS = ("auto", "fast", "reference")
 # What needs ``Authorization: Bearer <GR00T_API_KEY>`` when a key is set; /health always stays open.
-AUTH_ROUTES = ("/predict", "/info", "/demo", "/metrics", "/v1/models", "/docs", "/redoc", "/openapi.json")
+AUTH_ROUTES = ("/predict", "/reset", "/info", "/demo", "/metrics", "/v1/models", "/docs", "/redoc", "/openapi.json")
 
 
 class SettingError(ValueError):
@@ -75,6 +75,8 @@ class ServerConfig:
     zmq_allow_kill: bool = False  # GR00T_ZMQ_ALLOW_KILL=1: the ZMQ kill endpoint stops the server
     openpi_port: int | None = None  # GR00T_OPENPI_PORT: the openpi websocket protocol on this port; unset = off
     openpi_host: str = "127.0.0.1"  # GR00T_OPENPI_HOST
+    max_sessions: int = 64  # GR00T_MAX_SESSIONS: robot sessions kept (least recently used first out)
+    session_ttl_s: float = 300.0  # GR00T_SESSION_TTL_S: a session idle this long is forgotten
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -203,6 +205,8 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         zmq_allow_kill=_choice(env, "GR00T_ZMQ_ALLOW_KILL", "0", ("0", "1")) == "1",
         openpi_port=_port(env, "GR00T_OPENPI_PORT"),
         openpi_host=_host(env, "GR00T_OPENPI_HOST"),
+        max_sessions=_int(env, "GR00T_MAX_SESSIONS", 64, 1, 100_000),
+        session_ttl_s=_seconds(env, "GR00T_SESSION_TTL_S", 300.0, 1.0, 86_400.0),
     )
 
 

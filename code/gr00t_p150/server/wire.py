@@ -152,7 +152,7 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
     """An openpi ``infer`` observation → the request body (see the module docstring for the keys)."""
     obs = _mapping(obs, "observation")
     known = {f"observation/{c}" for c in layout.cameras} | {f"observation/{g}" for g, _ in layout.state_groups}
-    extra = {"prompt", "seed", "noise"}
+    extra = {"prompt", "seed", "noise", "session_id", "seq", "control_hz"}
     unknown = sorted(k for k in obs if k not in known | extra)
     if unknown:
         raise InputError(str(unknown[0]), f"unknown key; this layout takes {sorted(known) + ['prompt']}")
@@ -200,10 +200,13 @@ def admitted(admission, loop: asyncio.AbstractEventLoop):
 
 
 def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed=None, noise=None,
-                    admission=None, timeout_s: float = 600.0):
+                    admission=None, sessions=None, session: dict | None = None, timeout_s: float = 600.0):
     """One request body through the engine as ``/predict`` runs it: parsed and prepared on the calling thread
-    (torch single-threaded there), run on the device thread in ``loop``; returns the ``PolicyResult`` and the ms
-    it took. Raises ``RequestRefused`` for anything the request got wrong."""
+    (torch single-threaded there), run on the device thread in ``loop``; returns the ``PolicyResult``, the ms it
+    took and the session's description (``None`` without ``session["session_id"]``). Raises ``RequestRefused`` for
+    anything the request got wrong, ``SessionConflict`` for an old ``seq``."""
+    from .sessions import check_session_fields
+
     from models.experimental.gr00t.common.observation import parse_observation
 
     single_threaded_torch()
@@ -214,6 +217,10 @@ def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed
         raise RequestRefused("noise", "give either noise or seed, not both")
     if noise is not None:
         noise = _floats(_array(noise, "noise"), "noise") if isinstance(noise, np.ndarray) else noise
+    session = session or {}
+    sid, seq, hz = session.get("session_id"), session.get("seq"), session.get("control_hz")
+    check_session_fields(sid, seq, hz)
+    claimed = None if sid is None or sessions is None else sessions.claim(sid, seq, hz)  # before any work
     timeout_ms = engine.config.request_timeout_ms
     deadline = t0 + timeout_ms / 1e3 if timeout_ms else None
     with admitted(admission, loop) if admission is not None else contextlib.nullcontext():
@@ -223,4 +230,7 @@ def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed
         result = asyncio.run_coroutine_threadsafe(engine.run(prepared, deadline=deadline), loop).result(timeout_s)
     if not all(np.isfinite(a).all() for a in result.actions.values()):
         raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
-    return result, (time.perf_counter() - t0) * 1e3
+    total_ms = (time.perf_counter() - t0) * 1e3
+    if claimed is not None:
+        sessions.record(claimed, result, total_ms)
+    return result, total_ms, None if claimed is None else claimed.describe()

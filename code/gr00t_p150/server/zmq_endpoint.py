@@ -27,19 +27,22 @@ from gr00t_client.codecs import ModalityConfigJSON, WireError, groot_pack, groot
 from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
+from .sessions import SessionConflict, check_session_fields
 from .wire import groot_observations, modality_config, run_observation
 
 log = logging.getLogger("gr00t_p150")
 POLL_MS = 200  # how often the loop looks at its stop flag
+SESSION_KEYS = ("session_id", "seq", "control_hz")
 
 
 class ZmqPolicyEndpoint:
     def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, allow_kill: bool,
-                 max_bytes: int, admission=None, on_request=None):
+                 max_bytes: int, admission=None, sessions=None, on_request=None):
         import zmq
 
         self.engine, self.loop, self.api_key, self.allow_kill = engine, loop, api_key, allow_kill
         self.max_bytes, self.admission, self._on_request = max_bytes, admission, on_request
+        self.sessions = sessions
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -94,7 +97,7 @@ class ZmqPolicyEndpoint:
                     raise InputError("endpoint", "kill is disabled on this server (GR00T_ZMQ_ALLOW_KILL=1 enables it)")
                 return groot_pack(None), True
             if endpoint == "reset":
-                return groot_pack({}), False
+                return groot_pack(self._reset(request.get("data"))), False
             if endpoint == "get_modality_config":
                 horizon = self.engine.backend.action_shape[0]
                 return groot_pack({k: ModalityConfigJSON(v) for k, v in
@@ -103,7 +106,7 @@ class ZmqPolicyEndpoint:
                 raise InputError("endpoint", f"unknown endpoint {endpoint!r}; this server has ping, get_action, "
                                              "reset, get_modality_config" + (", kill" if self.allow_kill else ""))
             return groot_pack(list(self._get_action(request.get("data")))), False
-        except (InputError, RequestRefused, WireError) as exc:
+        except (InputError, RequestRefused, WireError, SessionConflict) as exc:
             return groot_pack({"error": f"{exc.field}: {exc.rule}"}), False
         except Exception as exc:  # never a traceback on the wire; the log has it
             log.exception("ZMQ request failed")
@@ -115,18 +118,35 @@ class ZmqPolicyEndpoint:
         options = data.get("options") or {}
         if not isinstance(options, dict):
             raise InputError("options", "must be a map or null")
-        unknown = sorted(set(options) - {"seed", "noise"})
+        unknown = sorted(set(options) - {"seed", "noise", *SESSION_KEYS})
         if unknown:
-            raise InputError(f"options.{unknown[0]}", "unknown option; this server takes seed or noise")
+            raise InputError(f"options.{unknown[0]}", "unknown option; this server takes seed, noise, session_id, "
+                                                      "seq and control_hz")
         bodies = groot_observations(data["observation"], self.engine.layout)
+        if len(bodies) > 1 and options.get("session_id") is not None:
+            raise InputError("options.session_id", "a session is one robot: send its observations one at a time")
+        session = {k: options.get(k) for k in SESSION_KEYS}
         results = []
         for body in bodies:
             results.append(run_observation(self.engine, self.loop, body, seed=options.get("seed"),
-                                           noise=options.get("noise"), admission=self.admission))
+                                           noise=options.get("noise"), admission=self.admission,
+                                           sessions=self.sessions, session=session))
             if self._on_request is not None:
                 self._on_request()
-        actions = {k: np.stack([r.actions[k] for r, _ in results]).astype(np.float32) for k in results[0][0].actions}
-        info = {"seed": [r.seed for r, _ in results], "noise_source": [r.noise_source for r, _ in results],
-                "server_ms": [round(ms, 3) for _, ms in results],
-                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, _ in results]}
+        actions = {k: np.stack([r.actions[k] for r, _, _ in results]).astype(np.float32)
+                   for k in results[0][0].actions}
+        info = {"seed": [r.seed for r, _, _ in results], "noise_source": [r.noise_source for r, _, _ in results],
+                "server_ms": [round(ms, 3) for _, ms, _ in results],
+                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, _, _ in results]}
+        if results[0][2] is not None:
+            info["session"] = results[0][2]
         return actions, info
+
+    def _reset(self, data) -> dict:
+        """``reset``: with ``options.session_id``, forget that session; without, nothing to forget."""
+        options = (data or {}).get("options") if isinstance(data, dict) else None
+        sid = options.get("session_id") if isinstance(options, dict) else None
+        if sid is None or self.sessions is None:
+            return {}
+        check_session_fields(sid, None, None)
+        return {"session_id": sid, "reset": self.sessions.reset(sid)}

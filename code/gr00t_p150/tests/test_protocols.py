@@ -327,3 +327,28 @@ def test_every_protocol_waits_in_the_one_admission_queue(served):
     while admission.depth and time.monotonic() < deadline:
         time.sleep(0.01)
     assert admission.admitted == before + 1 and admission.depth == 0
+
+
+def test_sessions_over_zmq_and_websocket(served):
+    """The same session rules on both protocols: an old seq is refused in each one's error shape, never run."""
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from gr00t_p150.server.wire import MODALITY
+
+    http, zmq_client, config, demo = served
+    layout = http.app.state.engine.layout
+    obs = groot_observation(demo, layout, MODALITY[layout.name].language_key)
+    _, info = zmq_client.get_action(obs, {"session_id": "zmq-arm", "seq": 2})
+    assert info["session"]["id"] == "zmq-arm" and info["session"]["seq"] == 2
+    reply = zmq_client.call("get_action", {"observation": obs, "options": {"session_id": "zmq-arm", "seq": 2}})
+    assert reply["error"].startswith("seq: seq 2 is not after"), reply
+    assert zmq_client.call("reset", {"options": {"session_id": "zmq-arm"}}) == {"session_id": "zmq-arm", "reset": True}
+    two = groot_observation(demo, layout, MODALITY[layout.name].language_key, batch=2)
+    assert "one at a time" in zmq_client.call("get_action", {"observation": two,
+                                                             "options": {"session_id": "x"}})["error"]
+
+    policy = WebsocketClientPolicy(host="127.0.0.1", port=config.openpi_port)
+    got = policy.infer({**openpi_observation(demo, layout), "session_id": "ws-arm", "seq": 5})
+    assert got["session"]["requests"] == 1
+    with pytest.raises(RuntimeError, match="seq: seq 4 is not after"):
+        policy.infer({**openpi_observation(demo, layout), "session_id": "ws-arm", "seq": 4})
