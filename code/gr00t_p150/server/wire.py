@@ -153,9 +153,9 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
     obs = _mapping(obs, "observation")
     known = {f"observation/{c}" for c in layout.cameras} | {f"observation/{g}" for g, _ in layout.state_groups}
     extra = {"prompt", "seed", "noise", "session_id", "seq", "control_hz"}
-    unknown = sorted(k for k in obs if k not in known | extra)
+    unknown = sorted(repr(k) if not isinstance(k, str) else k for k in obs if k not in known | extra)
     if unknown:
-        raise InputError(str(unknown[0]), f"unknown key; this layout takes {sorted(known) + ['prompt']}")
+        raise InputError(unknown[0], f"unknown key; this layout takes {sorted(known) + ['prompt']}")
     images, states = {}, {}
     for cam in layout.cameras:
         field = f"observation/{cam}"

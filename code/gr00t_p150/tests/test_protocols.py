@@ -352,3 +352,45 @@ def test_sessions_over_zmq_and_websocket(served):
     assert got["session"]["requests"] == 1
     with pytest.raises(RuntimeError, match="seq: seq 4 is not after"):
         policy.infer({**openpi_observation(demo, layout), "session_id": "ws-arm", "seq": 4})
+
+
+def test_hostile_messages_get_an_error_reply_and_never_raise(served):
+    """Random bytes, random msgpack and mutated valid messages straight into both protocol handlers (no socket):
+    every reply is the protocol's error shape or a valid answer, never an exception or a traceback."""
+    from gr00t_client.codecs import groot_unpack, openpi_pack
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from gr00t_p150.server.wire import MODALITY
+
+    http, _, _, demo = served
+    zmq_endpoint, ws_endpoint = http.app.state.endpoints
+    layout = http.app.state.engine.layout
+    valid = msgpack.packb({"endpoint": "get_action", "data": {"observation": groot_observation(
+        demo, layout, MODALITY[layout.name].language_key)}}, default=NvidiaWireClient._encode)
+    valid_ws = openpi_pack(openpi_observation(demo, layout))
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), st.floats(), st.text(max_size=20),
+                       st.binary(max_size=64))
+    trees = st.recursive(leaves, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c,
+                                                                                     max_size=4), max_leaves=20)
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.one_of(st.binary(max_size=256), trees.map(lambda t: msgpack.packb(t, use_bin_type=True)),
+                     st.tuples(st.integers(0, len(valid) - 1), st.integers(0, 255)).map(
+                         lambda p: valid[:p[0]] + bytes([p[1]]) + valid[p[0] + 1:])))
+    def fuzz(message: bytes):
+        reply, kill = zmq_endpoint.handle(message)
+        decoded = groot_unpack(reply, 1 << 26)
+        assert not kill
+        if isinstance(decoded, dict) and "error" in decoded:  # a refusal names what is wrong; no internal error
+            assert "internal error" not in decoded["error"] and "Traceback" not in decoded["error"], decoded
+        else:
+            assert isinstance(decoded, (list, dict)), decoded
+        answer = ws_endpoint.answer(message if len(message) % 2 else valid_ws[: len(message)])
+        assert isinstance(answer, bytes) or ("internal error" not in answer and ": " in answer), answer
+
+    fuzz()
+    action, _ = NvidiaWireClient(int(zmq_endpoint.address.rsplit(":", 1)[1])).get_action(
+        groot_observation(demo, layout, MODALITY[layout.name].language_key))
+    assert set(action) == set(layout.action_keys)
