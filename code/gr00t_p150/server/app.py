@@ -31,7 +31,7 @@ from .guards import Guards, Runtime
 from .host_threads import single_threaded_torch
 from .metrics import CONTENT_TYPE
 from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse, ResetRequest
-from .sessions import check_session_fields
+from .sessions import check_session_fields, rtc_plan
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
 
@@ -159,15 +159,30 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineExpired("the request's deadline passed before its body had arrived and been parsed")
         check_session_fields(body.session_id, body.seq, body.control_hz)
+        if body.rtc is not None and body.session_id is None:
+            raise RequestRefused("rtc", "needs session_id (the frozen steps come from the session's previous chunk)")
+        if body.rtc is not None and getattr(engine.backend, "path", None) != "reference":
+            raise RequestRefused("rtc", "inpaint runs on the torch reference path in this build")
+        if body.rtc is not None and engine.layout.action_reps:
+            raise RequestRefused("rtc", "this layout's actions are relative to the state; re-expressing the previous "
+                                        "chunk for RTC is not in this build (N1.5 GR1 only)")
+        arrived_at = request.scope.get("gr00t.arrived_at", t0)
         session = None if body.session_id is None else runtime.sessions.claim(body.session_id, body.seq,
                                                                                body.control_hz)  # 409: never run
+        plan, target = (None, None) if body.rtc is None else rtc_plan(
+            session, arrived_at, body.rtc.delay, engine.backend.action_shape[0])
 
         def decode_and_prepare():  # one worker-thread hop for all host work before the device
             single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
             obs = _decode(engine, body)
             t = time.perf_counter()
-            return obs, t, engine.prepare(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
-                                          deadline=deadline)
+            prepared = engine.prepare(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
+                                      deadline=deadline)
+            if target is not None:
+                import torch
+
+                prepared.inputs.inpaint = torch.from_numpy(target)[None]
+            return obs, t, prepared
 
         obs, t_decode, prepared = await run_in_threadpool(decode_and_prepare)
         result = await engine.run(prepared, deadline=deadline)
@@ -176,8 +191,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         timing["total"] = (time.perf_counter() - t0) * 1e3
         runtime.metrics.observe_stages(timing)
         if session is not None:
-            runtime.sessions.record(session, result, timing["total"])
+            runtime.sessions.record(session, result, timing["total"], observed_at=arrived_at)
             response["session"] = session.describe()
+        if plan is not None:
+            response["rtc"] = plan
         response["timing_ms"] = {k: round(v, 3) for k, v in timing.items()}
         headers = {"Server-Timing": ", ".join(f"{k};dur={v:.2f}" for k, v in timing.items()),
                    "X-Request-ID": request_id(request.headers.get("x-request-id"))}

@@ -12,6 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 Floats = list[float]
 
 
+class RtcRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    variant: Literal["inpaint"] = Field(description="inpaint: the frozen prefix replaced at every Euler step")
+    delay: int | None = Field(None, ge=0, le=1000, description="steps to freeze; default from the session's latency")
+
+
 class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -29,6 +36,7 @@ class PredictRequest(BaseModel):
     seq: int | None = Field(None, ge=0, le=2**63 - 1,
                             description="must grow within a session: an older observation is refused (409)")
     control_hz: float | None = Field(None, gt=0, le=1000, description="the robot's control rate, kept per session")
+    rtc: RtcRequest | None = Field(None, description="real-time chunking against the session's previous chunk (§12)")
     timeout_ms: int | None = Field(None, ge=1, le=3_600_000,
                                    description="deadline from the request's arrival: 504 if the device has not "
                                                "started by then (default GR00T_REQUEST_TIMEOUT_MS; never after "
@@ -62,6 +70,7 @@ class PredictResponse(BaseModel):
     backend: dict
     warning: str | None = None
     timing_ms: dict[str, float] = Field(description="decode, encode, device, decode_actions, total (server side)")
+    rtc: dict | None = Field(None, description="with rtc only: variant, delay, offset, frozen (and reason when 0)")
     session: dict | None = Field(None, description="with session_id only: id, seq, requests, control_hz, "
                                                    "latency_ms_p50 / _p90 of its recent requests (§12)")
 

@@ -43,6 +43,7 @@ class Session:
     requests: int = 0
     control_hz: float | None = None
     answered_at: float | None = None  # wall clock (time.time()) of the last answer
+    observed_at: float | None = None  # time.perf_counter() at which the last answered request arrived
     last_chunk_normalized: np.ndarray | None = None  # float32 [horizon, action_dim]
     last_actions: dict[str, np.ndarray] | None = None  # physical units
     latencies_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
@@ -94,9 +95,10 @@ class SessionStore:
             self._sessions.move_to_end(session_id)
             return session
 
-    def record(self, session: Session, result, latency_ms: float) -> None:
+    def record(self, session: Session, result, latency_ms: float, observed_at: float | None = None) -> None:
         with self._lock:
             session.requests += 1
+            session.observed_at = observed_at
             session.answered_at = time.time()
             session.last_chunk_normalized = np.asarray(result.action_pred, dtype=np.float32)
             session.last_actions = {k: np.asarray(v, dtype=np.float32) for k, v in result.actions.items()}
@@ -109,6 +111,32 @@ class SessionStore:
     def describe(self) -> dict:
         return {"sessions": len(self._sessions), "max_sessions": self.max_sessions, "ttl_s": self.ttl_s,
                 "evicted": self.evicted, "expired": self.expired}
+
+
+def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: int):
+    """Real-time chunking's frozen prefix for a request of ``session`` that arrived at ``arrived_at``
+    (``time.perf_counter()``): ``(plan, target)`` where ``target`` is float32 [d, action_dim] in model space or
+    ``None`` (then ``plan["reason"]`` says why nothing is frozen).
+
+    The previous chunk answered an observation that arrived ``Δt`` earlier; at the control rate the robot has
+    executed ``offset = round(Δt · control_hz)`` of its steps since. The delay ``d`` is the request's, or
+    ``ceil(p90 of the session's recent latency · control_hz)``: the steps that will surely run from the old chunk
+    while this one is computed. The frozen prefix is the old chunk's steps ``offset … offset + d``."""
+    plan: dict = {"variant": "inpaint", "frozen": 0, "offset": None, "delay": delay}
+    prev, hz = session.last_chunk_normalized, session.control_hz
+    if prev is None or session.observed_at is None:
+        return {**plan, "reason": "no previous chunk in this session"}, None
+    if hz is None:
+        return {**plan, "reason": "the session has no control_hz"}, None
+    offset = int(round((arrived_at - session.observed_at) * hz))
+    if delay is None:
+        lat = sorted(session.latencies_ms)
+        delay = int(np.ceil(np.percentile(lat, 90) / 1e3 * hz)) if lat else 0
+    frozen = max(0, min(delay, horizon - offset))
+    plan.update(offset=offset, delay=delay, frozen=frozen)
+    if frozen == 0:
+        return {**plan, "reason": "the previous chunk has no steps left to freeze"}, None
+    return plan, np.ascontiguousarray(prev[offset:offset + frozen], dtype=np.float32)
 
 
 def check_session_fields(session_id, seq, control_hz) -> None:

@@ -85,3 +85,51 @@ def test_predict_with_a_session(client, request_body):
         assert client.get("/info").json()["sessions"]["sessions"] >= 1
     finally:
         engine.prepare = prepare
+
+
+def test_inpaint_rtc_freezes_the_steps_the_robot_will_run_from_the_previous_chunk(client, request_body):
+    """A 10-chunk rollout of one session at 30 Hz (random weights: a property of the algorithm, not a policy).
+    With ``rtc: inpaint`` each new chunk's first ``frozen`` steps are the previous chunk's steps
+    ``offset … offset + frozen``, bit for bit (N1.5's actions are absolute, so model space maps the same way both
+    times), and the jump at the switch is zero; without it the same seeds jump. The sampler without ``inpaint``
+    is untouched (the sessionless answer equals the demo golden elsewhere)."""
+    import numpy as np
+
+    del request_body["noise"]
+    horizon = client.app.state.engine.backend.action_shape[0]
+
+    def rollout(sid: str, rtc: dict | None):
+        chunks, plans = [], []
+        for i in range(10):
+            body = {**request_body, "seed": 100 + i, "session_id": sid, "seq": i, "control_hz": 30}
+            if rtc is not None and i:
+                body["rtc"] = rtc
+            r = client.post("/predict", json=body)
+            assert r.status_code == 200, r.text
+            chunks.append(np.concatenate([np.asarray(v, np.float32) for v in r.json()["actions"].values()], -1))
+            plans.append(r.json().get("rtc"))
+        return chunks, plans
+
+    chunks, plans = rollout("rtc-arm", {"variant": "inpaint", "delay": 4})
+    naive, _ = rollout("naive-arm", None)
+    jumps_rtc, jumps_naive = [], []
+    for i in range(1, 10):
+        plan = plans[i]
+        assert plan["variant"] == "inpaint" and plan["delay"] == 4, plan
+        off, frozen = plan["offset"], plan["frozen"]
+        assert 0 <= off and frozen == min(4, horizon - off) > 0, plan
+        assert np.array_equal(chunks[i][:frozen], chunks[i - 1][off:off + frozen]), i  # exact
+        jumps_rtc.append(np.abs(chunks[i][0] - chunks[i - 1][off]).max())
+        jumps_naive.append(np.abs(naive[i][0] - naive[i - 1][off]).max())
+    assert max(jumps_rtc) == 0.0 and min(jumps_naive) > 1e-3, (jumps_rtc, jumps_naive)
+    # the unfrozen rest is still the model's own work, not a copy of the old chunk
+    assert all(not np.array_equal(chunks[i][4:], chunks[i - 1][4:]) for i in range(1, 10))
+
+    default = client.post("/predict", json={**request_body, "session_id": "rtc-arm", "seq": 10,
+                                            "rtc": {"variant": "inpaint"}}).json()["rtc"]
+    assert default["delay"] >= 1  # ceil(p90 latency × 30 Hz) from the session's own history
+    first = client.post("/predict", json={**request_body, "session_id": "fresh", "rtc": {"variant": "inpaint"}})
+    assert first.json()["rtc"] == {"variant": "inpaint", "frozen": 0, "offset": None, "delay": None,
+                                   "reason": "no previous chunk in this session"}
+    lone = client.post("/predict", json={**request_body, "rtc": {"variant": "inpaint"}})
+    assert lone.status_code == 400 and lone.json()["error"]["field"] == "rtc"

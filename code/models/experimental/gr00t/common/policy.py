@@ -34,6 +34,7 @@ class PreparedInputs:
     seed: int | None
     raw_state: dict[str, np.ndarray] = field(default_factory=dict)  # N1.7 composes relative actions onto it
     image_grid_thw: torch.Tensor | None = None  # N1.7: [N_img, 3] patch grid per image
+    inpaint: torch.Tensor | None = None  # [1, d, action_dim] normalised: RTC's frozen prefix (reference sampler)
 
 
 @dataclass

@@ -93,15 +93,28 @@ class FlowmatchingActionHead(nn.Module):
 
     def sample(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, noise: torch.Tensor,
                on_step: Callable[[int, torch.Tensor], None] | None = None,
-               key_masks: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+               key_masks: dict[str, torch.Tensor] | None = None, inpaint: torch.Tensor | None = None) -> torch.Tensor:
         """Euler integration from ``noise`` [B, H, D] (t = 0) → normalised actions [B, H, D].
-        ``on_step(i, velocity)`` is called after each step (taps, timing)."""
+        ``on_step(i, velocity)`` is called after each step (taps, timing).
+
+        ``inpaint`` [B, d, D] (normalised actions): real-time chunking's forward-only variant. Before every step
+        the first d rows of the state are replaced by where the flow's straight path from the noise to them
+        stands at that time, ``(1 − τ)·noise + τ·target`` (τ = i / N), so the other rows are denoised seeing the
+        frozen ones; after the last step those rows are the targets exactly."""
         c = self.config
         dt = step_size(c.num_inference_timesteps)
         x = noise.to(vl_embs.dtype)
+        d = 0 if inpaint is None else inpaint.shape[1]
+        if d:
+            inpaint, head = inpaint.to(x.dtype).to(x.device), x[:, :d].clone()
         for i, bucket in enumerate(timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets)):
+            if d:
+                tau = i / c.num_inference_timesteps
+                x = torch.cat([(1 - tau) * head + tau * inpaint, x[:, d:]], dim=1)
             v = self.velocity(x, bucket, vl_embs, state_features, cat_ids, key_masks)
             x = x + dt * v
             if on_step is not None:
                 on_step(i, v)
+        if d:
+            x = torch.cat([inpaint, x[:, d:]], dim=1)
         return x
