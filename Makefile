@@ -53,12 +53,13 @@ demo: $(STAMP)
 	PYTHON=$(PY) code/scripts/demo.sh $(GR00T_VERSION) $(or $(DEMO_WEIGHTS),synthetic:tiny) $(or $(DEMO_N),20)
 
 # Per-request overhead of HTTP/JSON, ZMQ (GR00T PolicyServer) and openpi websocket on one synthetic:tiny server;
-# and a simulated 30 Hz robot over each protocol for 20 s (SERVING.md §11). BENCH_JSON=<file> keeps the results.
+# and a simulated 30 Hz robot over each protocol for 20 s (SERVING.md §11; ROBOT_RTC=1 adds an HTTP session with
+# server-side RTC, §12). BENCH_JSON=<file> keeps the results.
 bench-protocols: $(STAMP)
 	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) bench --n $(or $(DEMO_N),40) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 robot-demo: $(STAMP)
-	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(if $(ROBOT_RTC),--rtc) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)
