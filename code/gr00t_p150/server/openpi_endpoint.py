@@ -51,9 +51,11 @@ class OpenpiPolicyEndpoint:
         log.info("openpi websocket protocol on %s", self.address)
 
     def stop(self) -> None:
-        self._server.shutdown() if self._thread.ident is not None else self._server.socket.close()
-        if self._thread.ident is not None:
-            self._thread.join(timeout=5)
+        if self._thread.ident is None:  # never started (a later endpoint failed to open): just free the port
+            self._server.socket.close()
+            return
+        self._server.shutdown()
+        self._thread.join(timeout=5)
 
     def metadata(self) -> dict:
         lay = self.engine.layout

@@ -5,10 +5,11 @@ REP socket, beside the HTTP server and on the same engine.
 A request is the msgpack map ``{"endpoint": name, "data": {...}, "api_token"?: str}`` (``endpoint`` defaults to
 ``get_action``, as in NVIDIA's server). Endpoints: ``ping``; ``get_action`` (``data = {"observation": ...,
 "options": ...}`` → ``[action, info]``, action ``{group: (B, T, D) float32}`` in physical units); ``reset``
-(sessionless: ``{}``); ``get_modality_config``; ``kill`` only with ``GR00T_ZMQ_ALLOW_KILL=1`` (it stops the whole
-server, as SIGTERM does). Errors come back as ``{"error": "<field>: <rule>"}``, never a traceback. ``options`` may
-carry ``seed`` (int) or ``noise`` (ndarray [horizon, action_dim]), as ``/predict``'s fields do; without them the
-layout's default seed applies, so the same observation gives the same actions over every protocol.
+(``options.session_id`` forgets that session, SERVING.md §12; else ``{}``); ``get_modality_config``; ``kill``
+only with ``GR00T_ZMQ_ALLOW_KILL=1`` (it stops the whole server, as SIGTERM does). Errors come back as
+``{"error": "<field>: <rule>"}``, never a traceback. ``options`` may carry ``seed`` (int) or ``noise`` (ndarray
+[horizon, action_dim]) and ``session_id`` / ``seq`` / ``control_hz``, as ``/predict``'s fields do; without a seed
+or noise the layout's default seed applies, so the same observation gives the same actions over every protocol.
 
 REP is one request at a time; the socket binds ``GR00T_ZMQ_HOST`` (default 127.0.0.1, not NVIDIA's ``*``)
 and drops messages over ``GR00T_MAX_BODY_BYTES`` before reading them.
