@@ -22,7 +22,6 @@ import msgpack
 import numpy as np
 
 
-
 class WireError(ValueError):
     """A message that breaks the wire format: names the field and the rule."""
 
@@ -30,12 +29,22 @@ class WireError(ValueError):
         super().__init__(f"{field}: {rule}")
         self.field, self.rule = field, rule
 
+
 REFUSED_KINDS = "OVc"  # object (pickle), void / structured, complex
 
 
 def _limits(max_bytes: int) -> dict:
     return {"max_bin_len": max_bytes, "max_str_len": 1 << 20,
             "max_array_len": 1 << 16, "max_map_len": 1 << 12, "max_ext_len": 0}
+
+
+def _unpack(data: bytes, hook, max_bytes: int, strict_map_key: bool) -> Any:
+    try:
+        return msgpack.unpackb(data, object_hook=hook, strict_map_key=strict_map_key, **_limits(max_bytes))
+    except WireError:
+        raise
+    except Exception as exc:
+        raise WireError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
 
 
 def _plain(a: np.ndarray, field: str = "ndarray") -> np.ndarray:
@@ -80,12 +89,7 @@ def groot_pack(obj: Any) -> bytes:
 
 
 def groot_unpack(data: bytes, max_bytes: int) -> Any:
-    try:
-        return msgpack.unpackb(data, object_hook=_groot_hook, strict_map_key=True, **_limits(max_bytes))
-    except WireError:
-        raise
-    except Exception as exc:
-        raise WireError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
+    return _unpack(data, _groot_hook, max_bytes, strict_map_key=True)
 
 
 # ---- openpi ----------------------------------------------------------------------------------------
@@ -122,9 +126,4 @@ def openpi_pack(obj: Any) -> bytes:
 
 
 def openpi_unpack(data: bytes, max_bytes: int) -> Any:
-    try:
-        return msgpack.unpackb(data, object_hook=_openpi_hook, strict_map_key=False, **_limits(max_bytes))
-    except WireError:
-        raise
-    except Exception as exc:
-        raise WireError("message", f"not a msgpack message within the limits ({type(exc).__name__})") from None
+    return _unpack(data, _openpi_hook, max_bytes, strict_map_key=False)

@@ -22,7 +22,6 @@ import base64
 import io
 import json
 import platform
-import statistics
 import sys
 import time
 import urllib.request
@@ -31,13 +30,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from bench_http import summary
 from gr00t_client import HttpClient, OpenpiClient, ZmqClient
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-    return {"median": round(statistics.median(ordered), 3), "p90": round(p90, 3), "min": round(ordered[0], 3)}
+from stress_server import cpu_model
 
 
 def demo_observation(url: str) -> tuple[dict, dict]:
@@ -72,16 +67,6 @@ def device_ms(protocol: str, info: dict) -> float:
     if protocol == "zmq":
         return info["device_ms"][0]
     return info["server_timing"]["infer_ms"]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv=None) -> int:

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_protocols import cpu_model, demo_observation, summary
+from bench_http import summary
+from bench_protocols import demo_observation
+from stress_server import cpu_model
 from gr00t_client import HttpClient, OpenpiClient, PolicyError, ZmqClient
 
 

@@ -32,11 +32,11 @@ log = logging.getLogger("gr00t_p150")
 
 class OpenpiPolicyEndpoint:
     def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, max_bytes: int,
-                 max_connections: int, version: str, admission=None, sessions=None, on_request=None):
+                 max_connections: int, version: str, admission=None, sessions=None):
         from websockets.sync.server import serve
 
         self.engine, self.loop, self.api_key, self.max_bytes = engine, loop, api_key, max_bytes
-        self.max_connections, self.version, self._on_request = max_connections, version, on_request
+        self.max_connections, self.version = max_connections, version
         self.admission, self.sessions = admission, sessions
         self._open = 0
         self._lock = threading.Lock()
@@ -107,9 +107,6 @@ class OpenpiPolicyEndpoint:
         except Exception as exc:  # never a traceback on the wire; the log has it
             log.exception("openpi request failed")
             return f"internal error ({type(exc).__name__}); see the server log"
-        finally:
-            if self._on_request is not None:
-                self._on_request()
         keys = self.engine.layout.action_keys
         out = {"actions": np.concatenate([result.actions[k] for k in keys], axis=-1).astype(np.float32)}
         out.update({f"action/{k}": result.actions[k].astype(np.float32) for k in keys})

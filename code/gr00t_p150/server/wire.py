@@ -168,7 +168,7 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
         field = f"observation/{group}"
         if field not in obs:
             raise InputError(field, "missing")
-        states[group] = _floats(np.asarray(_array(obs[field], field)).reshape(-1), field)
+        states[group] = _floats(_array(obs[field], field).reshape(-1), field)
     if "prompt" not in obs:
         raise InputError("prompt", "missing")
     return {"images": images, "state": states, "instruction": obs["prompt"]}
@@ -216,7 +216,7 @@ def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed
     if seed is not None and noise is not None:
         raise RequestRefused("noise", "give either noise or seed, not both")
     if noise is not None:
-        noise = _floats(_array(noise, "noise"), "noise") if isinstance(noise, np.ndarray) else noise
+        noise = _floats(noise, "noise") if isinstance(noise, np.ndarray) else noise
     session = session or {}
     sid, seq, hz = session.get("session_id"), session.get("seq"), session.get("control_hz")
     check_session_fields(sid, seq, hz)

@@ -38,12 +38,11 @@ SESSION_KEYS = ("session_id", "seq", "control_hz")
 
 class ZmqPolicyEndpoint:
     def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, allow_kill: bool,
-                 max_bytes: int, admission=None, sessions=None, on_request=None):
+                 max_bytes: int, admission=None, sessions=None):
         import zmq
 
         self.engine, self.loop, self.api_key, self.allow_kill = engine, loop, api_key, allow_kill
-        self.max_bytes, self.admission, self._on_request = max_bytes, admission, on_request
-        self.sessions = sessions
+        self.max_bytes, self.admission, self.sessions = max_bytes, admission, sessions
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -132,8 +131,6 @@ class ZmqPolicyEndpoint:
             results.append(run_observation(self.engine, self.loop, body, seed=options.get("seed"),
                                            noise=options.get("noise"), admission=self.admission,
                                            sessions=self.sessions, session=session))
-            if self._on_request is not None:
-                self._on_request()
         actions = {k: np.stack([r.actions[k] for r, _, _ in results]).astype(np.float32)
                    for k in results[0][0].actions}
         info = {"seed": [r.seed for r, _, _ in results], "noise_source": [r.noise_source for r, _, _ in results],

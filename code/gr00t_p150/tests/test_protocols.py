@@ -94,6 +94,13 @@ def groot_observation(request: dict, layout, language_key: str, batch: int = 1) 
             "language": {language_key: [[request["instruction"]]] * batch}}
 
 
+def client_observation(request: dict, layout) -> dict:
+    """The request as ``gr00t_client`` takes it: decoded frames (a list per camera when it takes several)."""
+    return {"images": {cam: list(frames_of(request, cam)) if layout.frames_per_camera > 1
+                       else frames_of(request, cam)[0] for cam in layout.cameras},
+            "state": request["state"], "instruction": request["instruction"]}
+
+
 def openpi_observation(request: dict, layout) -> dict:
     obs = {f"observation/{cam}": (frames_of(request, cam) if layout.frames_per_camera > 1
                                   else frames_of(request, cam)[0]) for cam in layout.cameras}
@@ -235,9 +242,7 @@ def test_gr00t_client_gets_the_same_actions_over_each_protocol(served):
     http, _, config, demo = served
     layout = http.app.state.engine.layout
     want = http_actions(http, demo)
-    obs = {"images": {cam: list(frames_of(demo, cam)) if layout.frames_per_camera > 1 else frames_of(demo, cam)[0]
-                      for cam in layout.cameras},
-           "state": demo["state"], "instruction": demo["instruction"], "noise": np.asarray(demo["noise"])}
+    obs = {**client_observation(demo, layout), "noise": np.asarray(demo["noise"])}
     zmq_client, ws_client = ZmqClient(port=config.zmq_port), OpenpiClient(port=config.openpi_port)
     try:
         for name, client in (("zmq", zmq_client), ("openpi", ws_client)):
@@ -285,8 +290,7 @@ def test_the_robot_loop_keeps_a_chunk_and_counts_every_tick(served):
 
     http, _, config, demo = served
     layout = http.app.state.engine.layout
-    obs = {"images": {cam: list(frames_of(demo, cam)) if layout.frames_per_camera > 1 else frames_of(demo, cam)[0]
-                      for cam in layout.cameras}, "state": demo["state"], "instruction": demo["instruction"]}
+    obs = client_observation(demo, layout)
     client = ZmqClient(port=config.zmq_port)
     try:
         first, _ = client.get_action(obs)

@@ -59,15 +59,23 @@ def _largest_divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
+def _subblock(m_tiles: int, n_tiles: int, tall_spans_width: bool = False) -> tuple[int, int]:
+    """The output sub-block (h, w) of a core's m_tiles × n_tiles block: the largest h·w ≤ ``MAX_SUBBLOCK`` with
+    h | m_tiles and w | n_tiles, the wider on a tie; ``tall_spans_width`` (the 2-D rule, conservative) allows
+    h > 1 only where w spans the whole block."""
+    return max(((h, w) for h in range(1, m_tiles + 1) if m_tiles % h == 0 for w in range(1, n_tiles + 1)
+                if n_tiles % w == 0 and h * w <= MAX_SUBBLOCK and (h == 1 or w == n_tiles or not tall_spans_width)),
+               key=lambda hw: (hw[0] * hw[1], hw[1]))
+
+
 def short_m_config(m: int, k: int, n: int, activation: str | None = None):
-    """The short-activation config of an [M, K] × [K, N] matmul, or ``None`` when M is not short (ttnn's default
-    then, and the caller runs the activation as its own op)."""
+    """The short-activation config of an [M, K] × [K, N] matmul, or ``None`` when M is not short
+    (``long_m_config`` then)."""
     mt, kt, nt = math.ceil(m / TILE), math.ceil(k / TILE), math.ceil(n / TILE)
     if mt > SHORT_M_TILES:
         return None
     per_core_n = math.ceil(nt / (GRID[0] * GRID[1]))
-    h, w = max(((h, w) for h in range(1, mt + 1) if mt % h == 0 for w in range(1, per_core_n + 1)
-                if per_core_n % w == 0 and h * w <= MAX_SUBBLOCK), key=lambda hw: (hw[0] * hw[1], hw[1]))
+    h, w = _subblock(mt, per_core_n)
     return ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
         compute_with_storage_grid_size=ttnn.CoreCoord(*GRID), in0_block_w=_largest_divisor(kt, MAX_K_BLOCK),
         out_subblock_h=h, out_subblock_w=w, per_core_M=mt, per_core_N=per_core_n, fuse_batch=True,
@@ -85,12 +93,6 @@ def long_m_config(m: int, k: int, n: int, activation: str | None = None, weight_
     if mt <= SHORT_M_TILES:
         return None
 
-    def subblock(pcm: int, pcn: int) -> tuple[int, int]:
-        # conservative: a sub-block taller than one tile row only where it spans the whole per-core width
-        return max(((h, w) for h in range(1, pcm + 1) if pcm % h == 0 for w in range(1, pcn + 1)
-                    if pcn % w == 0 and h * w <= MAX_SUBBLOCK and (h == 1 or w == pcn)),
-                   key=lambda hw: (hw[0] * hw[1], hw[1]))
-
     def k_block(pcm: int, pcn: int) -> int:
         def buffers(kb: int) -> int:  # double-buffered in0 / in1 blocks, the output and its fp32 partials, the bias
             return (2 * pcm * kb * BF16_TILE + 2 * pcn * kb * weight_tile_bytes
@@ -104,7 +106,8 @@ def long_m_config(m: int, k: int, n: int, activation: str | None = None, weight_
             m_cores, n_cores = (GRID[0], GRID[1]) if transpose else (GRID[1], GRID[0])
             pcm = math.ceil(mt / m_cores)
             for pcn in range(math.ceil(nt / n_cores), math.ceil(nt / n_cores) + MAX_SUBBLOCK):
-                cores, (h, w), kb = math.ceil(mt / pcm) * math.ceil(nt / pcn), subblock(pcm, pcn), k_block(pcm, pcn)
+                cores = math.ceil(mt / pcm) * math.ceil(nt / pcn)
+                (h, w), kb = _subblock(pcm, pcn, tall_spans_width=True), k_block(pcm, pcn)
                 enough = cores >= MIN_CORES
                 # enough cores first, then K blocks of 4+ tiles (or all of a short K), then sub-block width, then cores
                 yield (enough, kb >= min(kt, 4), h * w if enough else 0, cores), transpose, pcm, pcn, h, w, kb

@@ -172,6 +172,24 @@ def test_host_cast_gives_the_bits_of_ttnn_s_own_float32_conversion(mock_device):
     assert host_cast(values, "uint32") is values  # other dtypes go to ttnn untouched
 
 
+def linear_on_mock(mock_device, m: int, k: int, n: int, act: str | None) -> tuple[tuple, int]:
+    """``ttnn_common.linear`` of a zero [1, m, k] activation on zero [k, n] weights on the mock P150: (the output's
+    shape, device programs it ran)."""
+    import ttnn
+
+    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights, linear
+
+    put = {"bias": torch.zeros(1, n), "weight": torch.zeros(k, n)}
+    w = DeviceWeights(mock_device, {f"p.{name}": ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                                                                   device=mock_device) for name, t in put.items()})
+    x = ttnn.from_torch(torch.zeros(1, m, k), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device)
+    with ttnn.manage_config("enable_fast_runtime_mode", False):
+        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+        y = linear(w, x, "p", activation=act)
+        graph = ttnn.graph.end_graph_capture()
+    return tuple(y.shape), sum(1 for node in graph if node["node_type"] == "program_execution")
+
+
 @pytest.mark.parametrize("m, k, n, act, want", [
     (64, 1536, 6144, "gelu_tanh", (16, 2, 2, 2, 2)),  # DiT FF1: 96 cores, K steps of 16 tiles, GELU fused
     (64, 6144, 1536, None, (16, 2, 1, 2, 1)),  # DiT FF2: N = 48 tiles, so 48 cores
@@ -180,10 +198,7 @@ def test_host_cast_gives_the_bits_of_ttnn_s_own_float32_conversion(mock_device):
     (384, 2048, 6144, "gelu_tanh", None),  # not short: the long-activation rule's (below)
 ])
 def test_short_activation_matmul_configs(mock_device, m, k, n, act, want):
-    import ttnn
-
     from models.experimental.gr00t.tt.matmul_configs import short_m_config
-    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights, linear
 
     config = short_m_config(m, k, n, act)
     if want is None:
@@ -194,17 +209,7 @@ def test_short_activation_matmul_configs(mock_device, m, k, n, act, want):
         assert got == want
         assert (config.fused_activation is not None) == (act is not None)
     # through the device stack: accepted, and a fused activation costs no program of its own
-    put = {"bias": torch.zeros(1, n), "weight": torch.zeros(k, n)}
-    w = DeviceWeights(mock_device, {f"p.{name}": ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
-                                                                   device=mock_device) for name, t in put.items()})
-    x = ttnn.from_torch(torch.zeros(1, m, k), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device)
-    with ttnn.manage_config("enable_fast_runtime_mode", False):
-        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-        y = linear(w, x, "p", activation=act)
-        graph = ttnn.graph.end_graph_capture()
-    programs = sum(1 for node in graph if node["node_type"] == "program_execution")
-    assert tuple(y.shape) == (1, m, n)
-    assert programs == 1
+    assert linear_on_mock(mock_device, m, k, n, act) == ((1, m, n), 1)
 
 
 @pytest.mark.parametrize("m, k, n, act, want", [
@@ -221,10 +226,7 @@ def test_long_activation_matmul_configs(mock_device, m, k, n, act, want):
     it through ``linear`` as one program (the activation fused)."""
     import math
 
-    import ttnn
-
     from models.experimental.gr00t.tt.matmul_configs import TILE, long_m_config
-    from models.experimental.gr00t.tt.ttnn_common import DeviceWeights, linear
 
     config = long_m_config(m, k, n, act)
     got = (config.in0_block_w, config.per_core_M, config.per_core_N, config.out_subblock_h, config.out_subblock_w,
@@ -232,16 +234,7 @@ def test_long_activation_matmul_configs(mock_device, m, k, n, act, want):
     cores = math.ceil(math.ceil(m / TILE) / config.per_core_M) * math.ceil(math.ceil(n / TILE) / config.per_core_N)
     assert (got, cores) == want
     assert (config.fused_activation is not None) == (act is not None)
-    put = {"bias": torch.zeros(1, n), "weight": torch.zeros(k, n)}
-    w = DeviceWeights(mock_device, {f"p.{name}": ttnn.from_torch(t, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
-                                                                   device=mock_device) for name, t in put.items()})
-    x = ttnn.from_torch(torch.zeros(1, m, k), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mock_device)
-    with ttnn.manage_config("enable_fast_runtime_mode", False):
-        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-        y = linear(w, x, "p", activation=act)
-        graph = ttnn.graph.end_graph_capture()
-    assert tuple(y.shape) == (1, m, n)
-    assert sum(1 for node in graph if node["node_type"] == "program_execution") == 1
+    assert linear_on_mock(mock_device, m, k, n, act) == ((1, m, n), 1)
 
 
 @pytest.mark.parametrize("q_rows, kv_rows, want", [
