@@ -16,7 +16,7 @@ PORT ?= 20000
 HOST ?= 127.0.0.1
 GR00T_VERSION ?= n15
 
-.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo serve bench-reference bench-backend estimate-tt-accuracy clean-venv
+.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching serve bench-reference bench-backend estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -60,6 +60,11 @@ bench-protocols: $(STAMP)
 
 robot-demo: $(STAMP)
 	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(if $(ROBOT_RTC),--rtc) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+
+# Micro-batching: 1/2/4/8 closed-loop 30 Hz robots, unbatched vs batched servers in one run (SERVING.md §13).
+# Full size: make bench-batching BATCH_WEIGHTS=synthetic:full BATCH_SECONDS=1 BATCH_MIN=2
+bench-batching: $(STAMP)
+	$(PY) code/scripts/bench_batching.py --version $(GR00T_VERSION) --weights $(or $(BATCH_WEIGHTS),synthetic:tiny) --seconds $(or $(BATCH_SECONDS),10) --min-requests $(or $(BATCH_MIN),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from models.experimental.gr00t.common.policy import Policy, PolicyResult, PreparedInputs
+from models.experimental.gr00t.common.policy import Policy, PolicyResult, PreparedInputs, stack_inputs
 from models.experimental.gr00t.common.timing import Stopwatch
 
 
@@ -27,8 +27,13 @@ class Backend(Protocol):
     def prepare(self, observation: Any, *, noise=None, seed: int | None = None, state_dtype: str = "float64"):
         """Validate and encode, on the request's thread (raises ``InputError`` before any device work)."""
 
+    batchable: str | None  # None when ``run_batch`` takes several requests in one model call, else why not
+
     def run(self, prepared) -> PolicyResult:
         """Run the model and un-normalise, on the device thread."""
+
+    def run_batch(self, batch: list) -> list[PolicyResult]:
+        """Several prepared requests of one ``batch_key`` in one model call (micro-batching), one result each."""
 
     def predict(self, observation: Any, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PolicyResult:
@@ -66,20 +71,33 @@ class PolicyBackend:
         inputs = self.policy.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype)
         return Prepared(inputs, (time.perf_counter() - t0) * 1e3)
 
+    batchable: str | None = "this backend runs one request at a time"
+
     def run(self, prepared: Prepared) -> PolicyResult:
         """Device work, on the device thread: the model, then un-normalisation."""
-        inputs, encode = prepared.inputs, prepared.encode_ms
+        return self.run_batch([prepared])[0]
+
+    def run_batch(self, batch: list[Prepared]) -> list[PolicyResult]:
+        """B prepared requests of one ``batch_key`` as one model call, then un-normalisation row by row. One
+        request runs exactly as ``run`` always did (its inputs are not re-stacked, its output not sliced)."""
+        inputs = batch[0].inputs if len(batch) == 1 else stack_inputs([p.inputs for p in batch])
         clock = Stopwatch()
         taps = self.policy.infer(inputs, clock)  # a device policy checks its static shapes before any write
         laps = dict(clock.ms)
-        encode += laps.pop("host_inputs", 0.0)  # a device policy's last host step (its input tensors)
-        t1 = time.perf_counter()
-        action_pred, actions = self.policy.finish(taps["action_pred"], inputs)
-        timing = {"encode": encode, "device": sum(laps.values()), "decode_actions": (time.perf_counter() - t1) * 1e3,
-                  **{f"device.{k}": v for k, v in laps.items()}}
-        return PolicyResult(actions=actions, action_pred=action_pred, noise_source=inputs.noise_source,
-                            seed=inputs.seed, seq_len=int(inputs.input_ids.shape[1]),
-                            prompt_tokens=inputs.prompt_tokens, timing_ms=timing)
+        host_inputs = laps.pop("host_inputs", 0.0)  # a device policy's last host step (its input tensors)
+        device = sum(laps.values())
+        pred = taps["action_pred"]
+        results = []
+        for b, p in enumerate(batch):
+            t1 = time.perf_counter()
+            action_pred, actions = self.policy.finish(pred if len(batch) == 1 else pred[b:b + 1], p.inputs)
+            timing = {"encode": p.encode_ms + host_inputs, "device": device,
+                      "decode_actions": (time.perf_counter() - t1) * 1e3, **{f"device.{k}": v for k, v in laps.items()}}
+            x = p.inputs
+            results.append(PolicyResult(actions=actions, action_pred=action_pred, noise_source=x.noise_source,
+                                        seed=x.seed, seq_len=int(x.input_ids.shape[1]), prompt_tokens=x.prompt_tokens,
+                                        timing_ms=timing, batch_size=len(batch)))
+        return results
 
     def predict(self, observation, *, noise=None, seed=None, state_dtype="float64") -> PolicyResult:
         return self.run(self.prepare(observation, noise=noise, seed=seed, state_dtype=state_dtype))

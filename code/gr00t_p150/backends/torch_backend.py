@@ -68,6 +68,8 @@ class TorchBackend(PolicyBackend):
             # fp32: the same tensors, so the golden costs no memory; bf16 consumed ref's tensors
             self.reference_policy = ref if dtype == "float32" else None
         self.threads = torch.get_num_threads()
+        # The reference takes stacked requests; the fast path's static buffers and CUDA graphs are batch 1.
+        self.batchable = None if self.path == "reference" else "the fast path runs batch-1 static buffers"
 
     @property
     def action_shape(self) -> tuple[int, int]:

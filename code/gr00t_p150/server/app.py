@@ -163,14 +163,12 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             raise RequestRefused("rtc", "needs session_id (the frozen steps come from the session's previous chunk)")
         if body.rtc is not None and getattr(engine.backend, "path", None) != "reference":
             raise RequestRefused("rtc", "inpaint runs on the torch reference path in this build")
-        if body.rtc is not None and engine.layout.action_reps:
-            raise RequestRefused("rtc", "this layout's actions are relative to the state; re-expressing the previous "
-                                        "chunk for RTC is not in this build (N1.5 GR1 only)")
         arrived_at = request.scope.get("gr00t.arrived_at", t0)
         session = None if body.session_id is None else runtime.sessions.claim(body.session_id, body.seq,
                                                                                body.control_hz)  # 409: never run
-        plan, target = (None, None) if body.rtc is None else rtc_plan(
+        plan, steps = (None, None) if body.rtc is None else rtc_plan(
             session, arrived_at, body.rtc.delay, engine.backend.action_shape[0])
+        previous = None if steps is None else (session.last_chunk_normalized, session.last_actions)  # as planned
 
         def decode_and_prepare():  # one worker-thread hop for all host work before the device
             single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
@@ -178,9 +176,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             t = time.perf_counter()
             prepared = engine.prepare(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
                                       deadline=deadline)
-            if target is not None:
+            if steps is not None:  # RTC: the previous chunk's frozen steps, in this request's model space
                 import torch
 
+                target = engine.backend.policy.frozen_prefix(*previous, steps, prepared.inputs)
                 prepared.inputs.inpaint = torch.from_numpy(target)[None]
             return obs, t, prepared
 
@@ -312,6 +311,8 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict:
         "weights": {"source": weights.source, "revision": weights.revision, "synthetic": weights.synthetic is not None},
         "backend": {k: v for k, v in backend.items() if k in ("name", "device", "dtype", "mock")},
     }
+    if result.batch_size > 1:  # micro-batching: the model call this answer shared (§13)
+        out["batch_size"] = result.batch_size
     if body.return_normalized:
         out["action_pred_normalized"] = answer["action_pred_normalized"]
     warnings = [w for w in (backend.get("warning"),

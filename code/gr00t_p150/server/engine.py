@@ -3,12 +3,14 @@
 
 Boot (load → warm up → fidelity gate) and every prediction run on a single worker thread, so requests
 are serialised and never share state; request parsing and image decoding happen before, on the
-request's own thread, so a malformed request never reaches the device.
+request's own thread, so a malformed request never reaches the device. With micro-batching on
+(``GR00T_MAX_BATCH`` > 1, ``batching.py``) requests of one shape that queue together share one model call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import platform
@@ -54,6 +56,8 @@ class Engine:
         self.device_errors = 0
         self.consecutive_device_errors = 0
         self.last_device_error: dict | None = None
+        self.batcher = None  # a MicroBatcher once booted with GR00T_MAX_BATCH > 1 on a backend that batches
+        self.batching_off: str | None = "GR00T_MAX_BATCH=1"
 
     @property
     def lost(self) -> bool:
@@ -67,6 +71,8 @@ class Engine:
     def shutdown(self) -> None:
         """Release the backend (traces, device) on the device thread, after the requests already queued."""
         self.ready = False
+        if self.batcher is not None:
+            self.batcher.close()
         if self.backend is not None and not self.closed:
             self.closed = True
             try:
@@ -91,6 +97,7 @@ class Engine:
             log.warning("Weights are SYNTHETIC (random, %s): responses are not a policy", self.weights.source)
         self.backend = self._open_backend()
         self._warm_up_and_gate()
+        self._open_batcher()
         self.boot_s = time.perf_counter() - t0
         self.ready = True
         log.info("Model warmup completed: ready in %.1f s", self.boot_s)
@@ -179,6 +186,28 @@ class Engine:
                  f.pcc_min, f.deterministic, "PASS" if f.passed else "FAIL")
         f.raise_unless_passed()
 
+    def _open_batcher(self) -> None:
+        """Micro-batching when configured and the backend can run stacked requests; otherwise say why not."""
+        c = self.config
+        if c.max_batch <= 1:
+            return
+        why_not = getattr(self.backend, "batchable", "this backend runs one request at a time")
+        if why_not is None and c.batch_window_ms <= 0:
+            why_not = "GR00T_BATCH_WINDOW_MS=0"
+        if why_not is not None:
+            self.batching_off = why_not
+            log.warning("GR00T_MAX_BATCH=%d ignored: %s; requests run one at a time", c.max_batch, why_not)
+            return
+        from models.experimental.gr00t.common.policy import batch_key
+
+        from .batching import MicroBatcher
+
+        self.batcher = MicroBatcher(c.max_batch, c.batch_window_ms, lambda prepared: batch_key(prepared.inputs),
+                                    self._run_group, self._executor)
+        self.batching_off = None
+        log.info("Micro-batching on: up to %d requests per model call, %.1f ms window", c.max_batch,
+                 c.batch_window_ms)
+
     # ---- requests -------------------------------------------------------------------------------
     def prepare(self, obs, *, noise, seed, state_dtype, deadline: float | None = None):
         """Tokenise and encode, on the request's worker thread (a slow or hostile request never holds the
@@ -192,21 +221,56 @@ class Engine:
             return self.backend.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
     async def run(self, prepared, *, deadline: float | None = None):
-        """Run a prepared request on the device thread, after the requests queued before it."""
-        def run():
-            _check_deadline(deadline, "while it waited for the device")
-            try:
-                with as_request_refused():  # e.g. an input off the TT model's static shapes, refused before any write
-                    result = self.backend.run(prepared)
-            except RequestRefused:
-                raise
-            except Exception as exc:
-                self._device_failed(exc)
-                raise
-            self.consecutive_device_errors = 0
-            return result
+        """Run a prepared request on the device thread, after the requests queued before it (with micro-batching
+        on, possibly in one model call with others of its shape)."""
+        if self.batcher is not None:
+            return await self.batcher.submit(prepared, deadline)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run_one, prepared, deadline)
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+    def _run_one(self, prepared, deadline: float | None):
+        _check_deadline(deadline, "while it waited for the device")
+        return self._on_device(functools.partial(self.backend.run, prepared))
+
+    def _on_device(self, work):
+        """``work()`` on the device thread with the error accounting: a refusal is the request's, anything else
+        counts against the backend (``lost`` after ``LOST_AFTER`` in a row)."""
+        try:
+            with as_request_refused():  # e.g. an input off the TT model's static shapes, refused before any write
+                result = work()
+        except RequestRefused:
+            raise
+        except Exception as exc:
+            self._device_failed(exc)
+            raise
+        self.consecutive_device_errors = 0
+        return result
+
+    def _run_group(self, group) -> list:
+        """A micro-batch on the device thread: the requests whose deadline passed are refused, the rest run as one
+        model call; if that call fails, each runs alone, so one bad request fails alone. One outcome each."""
+        outcomes: list = [None] * len(group)
+        live = []
+        for i, p in enumerate(group):
+            try:
+                _check_deadline(p.deadline, "while it waited for the device")
+                live.append(i)
+            except DeadlineExpired as exc:
+                outcomes[i] = exc
+        if len(live) > 1:
+            try:
+                results = self._on_device(functools.partial(self.backend.run_batch, [group[i].prepared for i in live]))
+                for i, r in zip(live, results):
+                    outcomes[i] = r
+                return outcomes
+            except Exception as exc:
+                log.warning("a batch of %d failed (%s: %s); running its requests one by one", len(live),
+                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        for i in live:
+            try:
+                outcomes[i] = self._on_device(functools.partial(self.backend.run, group[i].prepared))
+            except Exception as exc:
+                outcomes[i] = exc
+        return outcomes
 
     def _device_failed(self, exc: Exception) -> None:
         self.device_errors += 1
@@ -238,6 +302,7 @@ class Engine:
                        "all_ms": [round(x, 2) for x in self.warmup_ms]},
             "fidelity": {"skipped": self.fidelity_skipped} if self.fidelity_skipped else
                         self.fidelity.to_dict() if self.fidelity else None,
+            "batching": self.batcher.describe() if self.batcher else {"enabled": False, "reason": self.batching_off},
             "boot_s": round(self.boot_s, 2),
             "config": c.to_dict(),
             "software": {"python": platform.python_version(), "torch": torch.__version__,

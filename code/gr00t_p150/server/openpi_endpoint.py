@@ -112,6 +112,8 @@ class OpenpiPolicyEndpoint:
         out.update({f"action/{k}": result.actions[k].astype(np.float32) for k in keys})
         out["server_timing"] = {"infer_ms": round(result.timing_ms.get("device", 0.0), 3),
                                 "total_ms": round(total_ms, 3), "sent_at": time.time()}
+        if result.batch_size > 1:  # micro-batching (SERVING.md §13)
+            out["server_timing"]["batch_size"] = result.batch_size
         if session is not None:
             out["session"] = session
         return openpi_pack(out)

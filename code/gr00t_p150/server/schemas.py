@@ -70,6 +70,8 @@ class PredictResponse(BaseModel):
     backend: dict
     warning: str | None = None
     timing_ms: dict[str, float] = Field(description="decode, encode, device, decode_actions, total (server side)")
+    batch_size: int | None = Field(None, description="with micro-batching only, when > 1: how many requests shared "
+                                                     "the model call that computed this one (§13)")
     rtc: dict | None = Field(None, description="with rtc only: variant, delay, offset, frozen (and reason when 0)")
     session: dict | None = Field(None, description="with session_id only: id, seq, requests, control_hz, "
                                                    "latency_ms_p50 / _p90 of its recent requests (§12)")

@@ -115,8 +115,9 @@ class SessionStore:
 
 def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: int):
     """Real-time chunking's frozen prefix for a request of ``session`` that arrived at ``arrived_at``
-    (``time.perf_counter()``): ``(plan, target)`` where ``target`` is float32 [d, action_dim] in model space or
-    ``None`` (then ``plan["reason"]`` says why nothing is frozen).
+    (``time.perf_counter()``): ``(plan, steps)`` where ``steps`` is the slice of the previous chunk to freeze or
+    ``None`` (then ``plan["reason"]`` says why nothing is frozen); the policy's ``frozen_prefix`` turns it into
+    the model-space target (N1.7 re-expresses the absolute actions against the new state).
 
     The previous chunk answered an observation that arrived ``Δt`` earlier; at the control rate the robot has
     executed ``offset = round(Δt · control_hz)`` of its steps since. The delay ``d`` is the request's, or
@@ -136,7 +137,7 @@ def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: in
     plan.update(offset=offset, delay=delay, frozen=frozen)
     if frozen == 0:
         return {**plan, "reason": "the previous chunk has no steps left to freeze"}, None
-    return plan, np.ascontiguousarray(prev[offset:offset + frozen], dtype=np.float32)
+    return plan, slice(offset, offset + frozen)
 
 
 def check_session_fields(session_id, seq, control_hz) -> None:

@@ -77,6 +77,8 @@ class ServerConfig:
     openpi_host: str = "127.0.0.1"  # GR00T_OPENPI_HOST
     max_sessions: int = 64  # GR00T_MAX_SESSIONS: robot sessions kept (least recently used first out)
     session_ttl_s: float = 300.0  # GR00T_SESSION_TTL_S: a session idle this long is forgotten
+    max_batch: int = 1  # GR00T_MAX_BATCH: requests run as one model call (micro-batching); 1 = off
+    batch_window_ms: float = 3.0  # GR00T_BATCH_WINDOW_MS: how long the oldest request waits for others; 0 = off
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -207,6 +209,8 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         openpi_host=_host(env, "GR00T_OPENPI_HOST"),
         max_sessions=_int(env, "GR00T_MAX_SESSIONS", 64, 1, 100_000),
         session_ttl_s=_seconds(env, "GR00T_SESSION_TTL_S", 300.0, 1.0, 86_400.0),
+        max_batch=_int(env, "GR00T_MAX_BATCH", 1, 1, 64),
+        batch_window_ms=_number(env, "GR00T_BATCH_WINDOW_MS", 3.0, 0.0, 1000.0, float, "a number of milliseconds"),
     )
 
 

@@ -136,6 +136,8 @@ class ZmqPolicyEndpoint:
         info = {"seed": [r.seed for r, _, _ in results], "noise_source": [r.noise_source for r, _, _ in results],
                 "server_ms": [round(ms, 3) for _, ms, _ in results],
                 "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, _, _ in results]}
+        if any(r.batch_size > 1 for r, _, _ in results):  # micro-batching with other clients (SERVING.md §13)
+            info["batch_size"] = [r.batch_size for r, _, _ in results]
         if results[0][2] is not None:
             info["session"] = results[0][2]
         return actions, info

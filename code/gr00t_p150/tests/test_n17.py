@@ -150,3 +150,28 @@ def test_smoke_test_passes_against_a_live_n17_server(n17_env, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_inpaint_rtc_runs_on_n17_with_the_previous_chunk_re_expressed(n17, droid_request):
+    """The server wiring of N1.7 RTC (the re-expression itself is proven in test_normalization_n17): the second
+    request of a session freezes ``delay`` steps, and its model-space rows there are the previous chunk's
+    absolute actions encoded against this request's state."""
+    from models.experimental.gr00t.common.normalization_n17 import encode_actions
+
+    engine = n17.app.state.engine
+    del droid_request["noise"]
+    base = {**droid_request, "session_id": "droid-rtc", "control_hz": 15, "return_normalized": True}
+    first = n17.post("/predict", json={**base, "seq": 0, "seed": 1})
+    assert first.status_code == 200, first.text
+    second = n17.post("/predict", json={**base, "seq": 1, "seed": 2, "rtc": {"variant": "inpaint", "delay": 2}})
+    assert second.status_code == 200, second.text
+    plan = second.json()["rtc"]
+    assert plan["frozen"] == 2, plan
+    off = plan["offset"]
+    prev = {k: np.asarray(v, np.float64)[off:off + 2] for k, v in first.json()["actions"].items()}
+    from models.experimental.gr00t.common.observation import parse_observation
+
+    state = engine.backend.prepare(parse_observation(droid_request, engine.layout), seed=2).inputs.raw_state
+    want = encode_actions(prev, state, engine.backend.policy.stats, engine.layout)
+    got = np.asarray(second.json()["action_pred_normalized"], np.float32)[:2, :want.shape[1]]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)

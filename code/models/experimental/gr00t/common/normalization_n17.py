@@ -20,7 +20,7 @@ import torch
 from .checkpoint import read_json
 from .errors import ConfigError
 from .layouts import Layout
-from .pose import compose_eef9d
+from .pose import compose_eef9d, relative_eef9d
 
 # The eval image chain this reference implements; a checkpoint asking for another is refused rather
 # than silently served with a different chain (without the image keys, upstream's defaults give another one, e.g.
@@ -137,3 +137,29 @@ def decode_actions(chunk: np.ndarray, state: dict[str, np.ndarray], stats: Droid
             a = current + a
         out[key] = a.astype(np.float32)
     return out
+
+
+def encode_actions(actions: dict[str, np.ndarray], state: dict[str, np.ndarray], stats: DroidStats,
+                   layout: Layout) -> np.ndarray:
+    """The inverse of ``decode_actions`` for the first ``d`` steps of a chunk: absolute actions per key
+    (float [d, dim]) that should run at steps 0 … d−1 of the chunk answering ``state`` → model space float32
+    [d, action_dim]. Relative keys are re-expressed against ``state`` (``relative_eef9d``: ``T_state⁻¹ T_abs``;
+    ``relative_add``: minus the state) and normalised with the statistics of steps 0 … d−1; absolute keys with
+    their q01/q99. Values outside [−1, 1] are clipped, as ``decode_actions`` would read them (an action outside
+    the statistics' range at that step cannot be reproduced exactly); a key whose range is empty maps to 0."""
+    reps, parts = dict(layout.action_reps), []
+    d = len(next(iter(actions.values())))
+    for key, dim in layout.action_groups:
+        a = np.asarray(actions[key], np.float64).reshape(d, dim)
+        current = np.asarray(state[key], np.float64).reshape(dim)
+        if reps[key] == "relative_eef9d":
+            a = relative_eef9d(current, a)
+        elif reps[key] == "relative_add":
+            a = a - current
+        lo, hi = stats.action_lo[key], stats.action_hi[key]
+        if lo.ndim == 2:  # per-step relative statistics: the new chunk's steps 0 … d−1
+            lo, hi = lo[:d], hi[:d]
+        span = hi - lo
+        flat = np.abs(span) <= 1e-12
+        parts.append(np.clip(np.where(flat, 0.0, 2.0 * (a - lo) / np.where(flat, 1.0, span) - 1.0), -1.0, 1.0))
+    return np.concatenate(parts, axis=-1).astype(np.float32)

@@ -49,6 +49,7 @@ class PolicyResult:
     prompt_tokens: int
     timing_ms: dict[str, float] = field(default_factory=dict)
     taps: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 1  # how many requests shared the model call that computed this one (micro-batching)
 
 
 class Policy(Protocol):
@@ -59,10 +60,34 @@ class Policy(Protocol):
         """Validate and encode one observation; raises ``InputError`` before any model work."""
 
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, Any]:
-        """Run the model; every stage boundary as a named tap, ``action_pred`` [1, H, D] among them."""
+        """Run the model; every stage boundary as a named tap, ``action_pred`` [1, H, D] among them (a policy
+        that takes stacked inputs, see ``stack_inputs``, returns [B, H, D])."""
 
     def finish(self, action_pred, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model-space chunk [1, H, D] → (float32 [H, D], un-normalised actions per group)."""
+
+
+def batch_key(inputs: PreparedInputs) -> tuple:
+    """Requests with equal keys can run as one batch: the same prompt length, image tensor shape, image
+    grids and RTC prefix length (so stacking needs no padding and no mask, and every row computes exactly
+    what it would alone, up to the GEMMs' summation order)."""
+    grid = None if inputs.image_grid_thw is None else tuple(map(tuple, inputs.image_grid_thw.tolist()))
+    d = 0 if inputs.inpaint is None else int(inputs.inpaint.shape[1])
+    return tuple(inputs.input_ids.shape), tuple(inputs.pixel_values.shape), grid, d
+
+
+def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
+    """B prepared requests of one ``batch_key`` → one ``PreparedInputs`` whose batch rows are the requests in
+    order (images concatenated on their first axis, which the models split back per row)."""
+    if len({batch_key(p) for p in batch}) != 1:
+        raise ValueError("stack_inputs takes requests of one batch_key (prompt length, images, RTC prefix)")
+    first = batch[0]
+    return PreparedInputs(
+        pixel_values=torch.cat([p.pixel_values for p in batch]), input_ids=torch.cat([p.input_ids for p in batch]),
+        state=torch.cat([p.state for p in batch]), noise=torch.cat([p.noise for p in batch]),
+        prompt_tokens=first.prompt_tokens, noise_source=first.noise_source, seed=first.seed,
+        image_grid_thw=None if first.image_grid_thw is None else torch.cat([p.image_grid_thw for p in batch]),
+        inpaint=None if first.inpaint is None else torch.cat([p.inpaint for p in batch]))
 
 
 def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..common.layouts import Layout
@@ -21,6 +22,13 @@ class ReferencePolicyBase:
         self.checkpoint_dir, self.synthetic = checkpoint_dir, synthetic
         self.device = next(model.parameters()).device
         self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64, device=self.device)
+
+    def frozen_prefix(self, last_normalized: np.ndarray, last_actions: dict[str, np.ndarray], steps: slice,
+                      inputs) -> np.ndarray:
+        """RTC's inpainting target [d, action_dim] in model space for a new request (``inputs``): the previous
+        chunk's ``steps``. Absolute actions (N1.5 GR1) take the previous model-space rows as they are; a version
+        whose actions are relative to the state re-expresses the previous absolute actions (N1.7 overrides)."""
+        return np.ascontiguousarray(last_normalized[steps], dtype=np.float32)
 
     def get_action(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PolicyResult:
         return get_action(self, obs, noise=noise, seed=seed, state_dtype=state_dtype)

@@ -53,17 +53,19 @@ class ReferencePolicy(ReferencePolicyBase):
     # ---- the model -------------------------------------------------------------------------
     @torch.inference_mode()
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
-        """Vision → LLM → adapter → Euler loop; returns every stage boundary as a named tap."""
+        """Vision → LLM → adapter → Euler loop; returns every stage boundary as a named tap. Takes B stacked
+        requests (``stack_inputs``) as well as one."""
         clock = clock or Stopwatch()
         eagle, head = self.model.backbone.eagle_model, self.model.action_head
         pixel_values, input_ids = inputs.pixel_values.to(self.device), inputs.input_ids.to(self.device)
+        cat_ids = self.cat_ids.expand(input_ids.shape[0])  # one embodiment per batch row (stacked requests)
         vision = eagle.vision_features(pixel_values)
         vit_embeds = eagle.mlp1(vision)
         clock.lap("vision", self.device)
         backbone_features = eagle.language_model.model(eagle.splice(input_ids, vit_embeds))
         clock.lap("llm", self.device)
         vl_embs = head.condition(backbone_features)
-        state_features = head.state_encoder(inputs.state.to(self.device), self.cat_ids)
+        state_features = head.state_encoder(inputs.state.to(self.device), cat_ids)
         clock.lap("adapter", self.device)
         velocities: list[torch.Tensor] = []
 
@@ -71,7 +73,7 @@ class ReferencePolicy(ReferencePolicyBase):
             velocities.append(v)
             clock.lap(f"dit_step_{i}", self.device)
 
-        action_pred = head.sample(vl_embs, state_features, self.cat_ids, inputs.noise.to(self.device), on_step,
+        action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(self.device), on_step,
                                   inpaint=inputs.inpaint)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_features": vision, "vit_embeds": vit_embeds,

@@ -18,7 +18,7 @@ from ..common.checkpoint import LazyCheckpoint
 from ..common.configs_n17 import Gr00tN17Config
 from ..common.layouts import get_layout
 from ..common.inputs_n17 import droid_frames, finish_n17, prepare_n17
-from ..common.normalization_n17 import DroidStats
+from ..common.normalization_n17 import DroidStats, encode_actions
 from ..common.observation import Observation
 from ..common.policy import PreparedInputs
 from ..common.synthetic import synthetic_info
@@ -52,18 +52,30 @@ class ReferencePolicyN17(ReferencePolicyBase):
     def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         return finish_n17(action_pred, inputs, self.stats, self.layout)
 
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs) -> np.ndarray:
+        """N1.7's actions are relative to the request's state: the previous chunk's **absolute** actions at
+        ``steps`` are re-expressed against this request's state and normalised with the statistics of the new
+        chunk's first steps (``encode_actions``, the inverse of the decoding); the padding dimensions (no action reads
+        them) keep the previous chunk's values."""
+        target = np.array(last_normalized[steps], dtype=np.float32)  # padding dims: the previous rows' own
+        head = encode_actions({k: v[steps] for k, v in last_actions.items()}, inputs.raw_state, self.stats,
+                              self.layout)
+        target[:, :head.shape[1]] = head
+        return target
+
     # ---- the model -------------------------------------------------------------------------
     @torch.inference_mode()
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
         clock = clock or Stopwatch()
         head, dev = self.model.action_head, self.device
+        cat_ids = self.cat_ids.expand(inputs.input_ids.shape[0])  # one embodiment per batch row (stacked requests)
         out = self.model.backbone(inputs.input_ids.to(dev), inputs.pixel_values.to(dev), inputs.image_grid_thw.to(dev),
                                   after_vision=lambda: clock.lap("vision", dev))
         clock.lap("llm", dev)
         vl_embs = head.condition(out["backbone_features"])
-        state_features = head.state_encoder(inputs.state.to(dev), self.cat_ids)
+        state_features = head.state_encoder(inputs.state.to(dev), cat_ids)
         image_mask = out["image_mask"]
-        key_masks = {"text": ~image_mask, "image": image_mask}  # batch 1, no padding
+        key_masks = {"text": ~image_mask, "image": image_mask}  # no padding: stacked requests share one prompt length
         clock.lap("adapter", dev)
         velocities: list[torch.Tensor] = []
 
@@ -71,7 +83,7 @@ class ReferencePolicyN17(ReferencePolicyBase):
             velocities.append(v)
             clock.lap(f"dit_step_{i}", dev)
 
-        action_pred = head.sample(vl_embs, state_features, self.cat_ids, inputs.noise.to(dev), on_step, key_masks,
+        action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(dev), on_step, key_masks,
                                   inpaint=inputs.inpaint)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_embeds": out["vision_embeds"],

@@ -191,13 +191,16 @@ class Qwen3VLModel(nn.Module):
         vision_embeds, deepstack = self.visual(pixel_values, image_grid_thw)  # [N_tok, D_llm], list of same
         if after_vision is not None:  # lets a caller time the vision tower and the LLM separately
             after_vision()
-        image_mask = input_ids == self.config.image_token_id  # [1, S]
+        image_mask = input_ids == self.config.image_token_id  # [B, S]
         n_tokens = int(image_mask.sum())
         if n_tokens != vision_embeds.shape[0]:
             raise ValueError(f"prompt has {n_tokens} image tokens but the images give {vision_embeds.shape[0]}")
-        embeds = self.language_model.embed_tokens(input_ids)  # [1, S, D]
+        embeds = self.language_model.embed_tokens(input_ids)  # [B, S, D]
         embeds = embeds.masked_scatter(image_mask[..., None], vision_embeds.to(embeds.dtype))
-        position_ids = rope_index(input_ids, image_grid_thw, self.config)  # [3, 1, S]
+        # [3, B, S]: one row per stacked request, each with its own images' grids (rope_index is batch-1)
+        grids = image_grid_thw.chunk(input_ids.shape[0])
+        position_ids = torch.cat([rope_index(input_ids[b:b + 1], grids[b], self.config)
+                                  for b in range(input_ids.shape[0])], dim=1)
         features = self.language_model(embeds, position_ids, image_mask, deepstack)
         return {"vision_embeds": vision_embeds, "deepstack": deepstack, "backbone_features": features,
                 "image_mask": image_mask, "position_ids": position_ids}

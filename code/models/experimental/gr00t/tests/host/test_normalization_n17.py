@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.layouts import DROID
-from models.experimental.gr00t.common.normalization_n17 import DroidStats, decode_actions, normalize_state
+from models.experimental.gr00t.common.normalization_n17 import (DroidStats, decode_actions, encode_actions,
+                                                                normalize_state)
 
 TAG = "oxe_droid_relative_eef_relative_joint"
 HORIZON, MAX_DIM = 40, 132
@@ -276,3 +277,44 @@ def test_processor_settings_that_change_the_chain_are_refused(tmp_path, n17_tiny
     except ConfigError:
         return
     pytest.fail(f"{file} edited to an unsupported setting was accepted")
+
+
+# ---- RTC: the previous chunk re-expressed against a new state -----------------------------------------
+def test_encoding_absolute_actions_against_a_new_state_round_trips_through_decoding(stats):
+    """RTC for N1.7 freezes the previous chunk's absolute actions at the new chunk's first steps: encoded
+    against the new request's state with the statistics of steps 0 … d−1, then decoded as the model's output
+    would be, they come back (fp64 math, a float32 model space: ≤ 1e-5). Checked against the independent 4×4
+    algebra: the encoded eef is T_new⁻¹ T_abs, un-normalised."""
+    import dataclasses
+
+    # ranges wide enough to hold every re-expressed action (the tiny synthetic statistics' relative rot6d
+    # range leaves out the identity, so there the frozen eef would be clipped: the next test)
+    narrow, stats = stats, dataclasses.replace(stats, action_lo={k: v - 10.0 for k, v in stats.action_lo.items()},
+                                action_hi={k: v + 10.0 for k, v in stats.action_hi.items()})
+    rng = np.random.default_rng(5)
+    old_state, new_state = droid_state(rng), droid_state(rng)
+    chunk = rng.uniform(-0.9, 0.9, (HORIZON, MAX_DIM)).astype(np.float32)  # inside the statistics' range
+    old = decode_actions(chunk, old_state, narrow, DROID)
+    offset, d = 3, 6
+    prefix = {k: v[offset:offset + d] for k, v in old.items()}
+    y = encode_actions(prefix, new_state, stats, DROID)
+    assert y.shape == (d, 17) and y.dtype == np.float32
+    padded = np.zeros((HORIZON, MAX_DIM), np.float32)
+    padded[:d, :17] = y
+    again = decode_actions(padded, new_state, stats, DROID)
+    for key, value in prefix.items():
+        np.testing.assert_allclose(again[key][:d], value, rtol=0, atol=1e-5, err_msg=key)
+    t_rel = np.linalg.inv(homogeneous(new_state["eef_9d"])) @ homogeneous(prefix["eef_9d"][0].astype(np.float64))
+    lo, hi = stats.action_lo["eef_9d"][0], stats.action_hi["eef_9d"][0]
+    np.testing.assert_allclose(unnormalise(y[0, :9].astype(np.float64), lo, hi), eef9_of(t_rel), atol=1e-5)
+    # the new state matters: the same absolute actions against the old state encode differently
+    assert np.abs(encode_actions(prefix, old_state, stats, DROID) - y).max() > 1e-2
+
+
+def test_an_action_outside_the_statistics_is_clipped_to_the_range_decoding_reads(stats):
+    rng = np.random.default_rng(6)
+    state = droid_state(rng)
+    far = {"eef_9d": np.tile(state["eef_9d"], (2, 1)), "gripper_position": np.full((2, 1), 1e6),
+           "joint_position": np.tile(state["joint_position"], (2, 1)) + 1e6}
+    y = encode_actions(far, state, stats, DROID)
+    assert y[:, 9].tolist() == [1.0, 1.0] and (y[:, 10:17] == 1.0).all()
