@@ -104,17 +104,21 @@ class DroidStats:
         return cls(q01, q99, lo, hi)
 
 
+def _min_max(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, flat_atol: float) -> np.ndarray:
+    """``2·(x − lo)/(hi − lo) − 1`` clipped to [−1, 1]; 0 where the range is flat (``|hi − lo| <= flat_atol``)."""
+    span = hi - lo
+    flat = np.abs(span) <= flat_atol
+    return np.clip(np.where(flat, 0.0, 2.0 * (x - lo) / np.where(flat, 1.0, span) - 1.0), -1.0, 1.0)
+
+
 def normalize_state(state: dict[str, np.ndarray], stats: DroidStats, layout: Layout,
                     max_state_dim: int) -> torch.Tensor:
     """Raw state → [1, 1, max_state_dim] float32."""
     parts = []
     for key, dim in layout.state_groups:
         x = np.asarray(state[key], np.float64).reshape(dim)
-        lo, hi = stats.state_q01[key], stats.state_q99[key]
-        span = hi - lo
-        flat = np.abs(span) <= 1e-8  # np.isclose(span, 0.0) (atol 1e-8), without its general-case overhead
-        y = np.where(flat, 0.0, 2.0 * (x - lo) / np.where(flat, 1.0, span) - 1.0)
-        parts.append(np.clip(y, -1.0, 1.0))
+        # flat: np.isclose(span, 0.0) (atol 1e-8), without its general-case overhead
+        parts.append(_min_max(x, stats.state_q01[key], stats.state_q99[key], flat_atol=1e-8))
     vec = np.concatenate(parts)
     padded = np.zeros(max_state_dim, np.float64)
     padded[: vec.size] = vec
@@ -159,7 +163,5 @@ def encode_actions(actions: dict[str, np.ndarray], state: dict[str, np.ndarray],
         lo, hi = stats.action_lo[key], stats.action_hi[key]
         if lo.ndim == 2:  # per-step relative statistics: the new chunk's steps 0 … d−1
             lo, hi = lo[:d], hi[:d]
-        span = hi - lo
-        flat = np.abs(span) <= 1e-12
-        parts.append(np.clip(np.where(flat, 0.0, 2.0 * (a - lo) / np.where(flat, 1.0, span) - 1.0), -1.0, 1.0))
+        parts.append(_min_max(a, lo, hi, flat_atol=1e-12))
     return np.concatenate(parts, axis=-1).astype(np.float32)
