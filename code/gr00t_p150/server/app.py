@@ -31,7 +31,7 @@ from .guards import Guards, Runtime
 from .host_threads import single_threaded_torch
 from .metrics import CONTENT_TYPE
 from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse, ResetRequest
-from .sessions import check_session_fields, rtc_plan
+from .sessions import attach_rtc, check_session_fields, parse_rtc, rtc_plan
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
 
@@ -159,16 +159,12 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineExpired("the request's deadline passed before its body had arrived and been parsed")
         check_session_fields(body.session_id, body.seq, body.control_hz)
-        if body.rtc is not None and body.session_id is None:
-            raise RequestRefused("rtc", "needs session_id (the frozen steps come from the session's previous chunk)")
-        if body.rtc is not None and getattr(engine.backend, "path", None) != "reference":
-            raise RequestRefused("rtc", "inpaint runs on the torch reference path in this build")
+        rtc = parse_rtc(body.rtc, body.session_id, engine.backend)  # before the session is claimed
         arrived_at = request.scope.get("gr00t.arrived_at", t0)
         session = None if body.session_id is None else runtime.sessions.claim(body.session_id, body.seq,
                                                                                body.control_hz)  # 409: never run
-        plan, steps = (None, None) if body.rtc is None else rtc_plan(
-            session, arrived_at, body.rtc.delay, engine.backend.action_shape[0])
-        previous = None if steps is None else (session.last_chunk_normalized, session.last_actions)  # as planned
+        plan, job = (None, None) if rtc is None else rtc_plan(
+            session, arrived_at, rtc.delay, engine.backend.action_shape[0], rtc.variant, rtc.beta)
 
         def decode_and_prepare():  # one worker-thread hop for all host work before the device
             single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
@@ -176,11 +172,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             t = time.perf_counter()
             prepared = engine.prepare(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
                                       deadline=deadline)
-            if steps is not None:  # RTC: the previous chunk's frozen steps, in this request's model space
-                import torch
-
-                target = engine.backend.policy.frozen_prefix(*previous, steps, prepared.inputs)
-                prepared.inputs.inpaint = torch.from_numpy(target)[None]
+            if job is not None:  # RTC: the previous chunk's rows, in this request's model space
+                attach_rtc(engine.backend.policy, job, prepared.inputs)
             return obs, t, prepared
 
         obs, t_decode, prepared = await run_in_threadpool(decode_and_prepare)

@@ -25,7 +25,7 @@ from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
 from .sessions import SessionConflict
-from .wire import MODALITY, openpi_observation, run_observation
+from .wire import MODALITY, SESSION_KEYS, openpi_observation, run_observation
 
 log = logging.getLogger("gr00t_p150")
 
@@ -65,7 +65,8 @@ class OpenpiPolicyEndpoint:
                 "image_resolution": list(MODALITY[lay.name].image_hw), "frames_per_camera": lay.frames_per_camera,
                 "observation_keys": [f"observation/{c}" for c in lay.cameras]
                 + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
-                "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz"}
+                "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz, rtc "
+                                                               "({variant: inpaint|guided, delay, beta})"}
 
     def _process_request(self, connection, request):
         if request.path == "/healthz":
@@ -99,9 +100,9 @@ class OpenpiPolicyEndpoint:
                 raise InputError("message", "must be a binary msgpack frame, not text")
             obs = openpi_unpack(message, self.max_bytes)
             body = openpi_observation(obs, self.engine.layout)
-            result, total_ms, session = run_observation(
+            result, total_ms, session, plan = run_observation(
                 self.engine, self.loop, body, seed=obs.get("seed"), noise=obs.get("noise"), admission=self.admission,
-                sessions=self.sessions, session={k: obs.get(k) for k in ("session_id", "seq", "control_hz")})
+                sessions=self.sessions, session={k: obs.get(k) for k in SESSION_KEYS})
         except (InputError, RequestRefused, WireError, SessionConflict) as exc:
             return f"{exc.field}: {exc.rule}"
         except Exception as exc:  # never a traceback on the wire; the log has it
@@ -116,4 +117,6 @@ class OpenpiPolicyEndpoint:
             out["server_timing"]["batch_size"] = result.batch_size
         if session is not None:
             out["session"] = session
+        if plan is not None:
+            out["rtc"] = plan
         return openpi_pack(out)

@@ -15,8 +15,11 @@ Floats = list[float]
 class RtcRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    variant: Literal["inpaint"] = Field(description="inpaint: the frozen prefix replaced at every Euler step")
+    variant: Literal["inpaint", "guided"] = Field(
+        description="inpaint: the frozen prefix replaced at every Euler step; guided: soft-masked guidance towards "
+                    "the previous chunk's remaining steps (a vector-Jacobian product through the DiT per step)")
     delay: int | None = Field(None, ge=0, le=1000, description="steps to freeze; default from the session's latency")
+    beta: float | None = Field(None, gt=0, le=100, description="guided only: the guidance weight's clip (default 5)")
 
 
 class PredictRequest(BaseModel):

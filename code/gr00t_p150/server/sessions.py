@@ -113,17 +113,37 @@ class SessionStore:
                 "evicted": self.evicted, "expired": self.expired}
 
 
-def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: int):
-    """Real-time chunking's frozen prefix for a request of ``session`` that arrived at ``arrived_at``
-    (``time.perf_counter()``): ``(plan, steps)`` where ``steps`` is the slice of the previous chunk to freeze or
-    ``None`` (then ``plan["reason"]`` says why nothing is frozen); the policy's ``frozen_prefix`` turns it into
-    the model-space target (N1.7 re-expresses the absolute actions against the new state).
+@dataclass
+class RtcJob:
+    """A planned RTC request: which rows of the session's previous chunk (``steps``) steer the new one, how
+    (``variant``), how many of them are frozen outright, and that chunk as the plan read it."""
+
+    variant: str
+    steps: slice
+    frozen: int
+    beta: float | None
+    last_normalized: np.ndarray
+    last_actions: dict[str, np.ndarray]
+
+
+def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: int, variant: str = "inpaint",
+             beta: float | None = None):
+    """Real-time chunking for a request of ``session`` that arrived at ``arrived_at`` (``time.perf_counter()``):
+    ``(plan, job)`` where ``plan`` is what the response reports and ``job`` an ``RtcJob``, or ``None`` (then
+    ``plan["reason"]`` says why nothing is steered).
 
     The previous chunk answered an observation that arrived ``Δt`` earlier; at the control rate the robot has
-    executed ``offset = round(Δt · control_hz)`` of its steps since. The delay ``d`` is the request's, or
+    executed ``offset = round(Δt · control_hz)`` of its steps since, so its rows ``offset … H − 1`` are still
+    ahead (the ``overlap``, ``H − offset`` rows). The delay ``d`` is the request's, or
     ``ceil(p90 of the session's recent latency · control_hz)``: the steps that will surely run from the old chunk
-    while this one is computed. The frozen prefix is the old chunk's steps ``offset … offset + d``."""
-    plan: dict = {"variant": "inpaint", "frozen": 0, "offset": None, "delay": delay}
+    while this one is computed. ``inpaint`` freezes the ``frozen = min(d, overlap)`` rows ``offset … offset + frozen``
+    and uses nothing else (its overlap is ``frozen``); ``guided`` steers towards the whole overlap with weight 1 on
+    the first ``frozen`` rows and decaying weights after them (``common/rtc.py``)."""
+    from models.experimental.gr00t.common.rtc import DEFAULT_BETA
+
+    plan: dict = {"variant": variant, "frozen": 0, "offset": None, "delay": delay, "overlap": 0}
+    if variant == "guided":
+        plan["beta"] = DEFAULT_BETA if beta is None else float(beta)
     prev, hz = session.last_chunk_normalized, session.control_hz
     if prev is None or session.observed_at is None:
         return {**plan, "reason": "no previous chunk in this session"}, None
@@ -133,11 +153,56 @@ def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: in
     if delay is None:
         lat = sorted(session.latencies_ms)
         delay = int(np.ceil(np.percentile(lat, 90) / 1e3 * hz)) if lat else 0
-    frozen = max(0, min(delay, horizon - offset))
-    plan.update(offset=offset, delay=delay, frozen=frozen)
-    if frozen == 0:
-        return {**plan, "reason": "the previous chunk has no steps left to freeze"}, None
-    return plan, slice(offset, offset + frozen)
+    ahead = max(0, horizon - offset)
+    frozen = min(delay, ahead)
+    overlap = ahead if variant == "guided" else frozen
+    plan.update(offset=offset, delay=delay, frozen=frozen, overlap=overlap)
+    if overlap == 0:
+        return {**plan, "reason": "the previous chunk has no steps left to continue"}, None
+    job = RtcJob(variant, slice(offset, offset + overlap), frozen, plan.get("beta"), session.last_chunk_normalized,
+                 session.last_actions)
+    return plan, job
+
+
+def attach_rtc(policy, job: RtcJob, inputs) -> None:
+    """Put a planned RTC job on a prepared request (``PreparedInputs``): the previous chunk's rows in this
+    request's model space (``policy.frozen_prefix``: N1.7 re-expresses its absolute actions against the new
+    state) as the inpainting prefix or as the guided target."""
+    import torch
+
+    from models.experimental.gr00t.common.rtc import GuidedPrefix
+
+    rows = policy.frozen_prefix(job.last_normalized, job.last_actions, job.steps, inputs)
+    if job.variant == "guided":
+        inputs.guide = GuidedPrefix.build(rows, job.frozen, int(inputs.noise.shape[1]), job.beta)
+    else:
+        inputs.inpaint = torch.from_numpy(rows)[None]
+
+
+def parse_rtc(value, session_id, backend):
+    """The ``rtc`` field of a request on any protocol → ``RtcRequest`` or ``None``; raises ``RequestRefused``
+    when it is malformed, has no session, or the backend cannot run it."""
+    from pydantic import ValidationError
+
+    from .errors import RequestRefused
+    from .schemas import RtcRequest
+
+    if value is None:
+        return None
+    if not isinstance(value, RtcRequest):
+        try:
+            value = RtcRequest.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in ("rtc", *first["loc"]))
+            raise RequestRefused(where, first["msg"]) from None
+    if value.beta is not None and value.variant != "guided":
+        raise RequestRefused("rtc.beta", "only the guided variant takes beta")
+    if session_id is None:
+        raise RequestRefused("rtc", "needs session_id (the steered steps come from the session's previous chunk)")
+    if getattr(backend, "path", None) != "reference":
+        raise RequestRefused("rtc", "real-time chunking runs on the torch reference path in this build")
+    return value
 
 
 def check_session_fields(session_id, seq, control_hz) -> None:

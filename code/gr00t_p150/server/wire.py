@@ -31,6 +31,7 @@ from models.experimental.gr00t.common.layouts import Layout
 from .errors import NonFiniteActions, RequestRefused, as_request_refused
 from .host_threads import single_threaded_torch
 
+SESSION_KEYS = ("session_id", "seq", "control_hz", "rtc")  # what a wire request may add for a robot session (§12)
 MAX_BATCH = 16  # items of one batched GR00T request (each runs alone, in order)
 
 
@@ -152,7 +153,7 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
     """An openpi ``infer`` observation → the request body (see the module docstring for the keys)."""
     obs = _mapping(obs, "observation")
     known = {f"observation/{c}" for c in layout.cameras} | {f"observation/{g}" for g, _ in layout.state_groups}
-    extra = {"prompt", "seed", "noise", "session_id", "seq", "control_hz"}
+    extra = {"prompt", "seed", "noise", *SESSION_KEYS}
     unknown = sorted(repr(k) if not isinstance(k, str) else k for k in obs if k not in known | extra)
     if unknown:
         raise InputError(unknown[0], f"unknown key; this layout takes {sorted(known) + ['prompt']}")
@@ -203,9 +204,10 @@ def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed
                     admission=None, sessions=None, session: dict | None = None, timeout_s: float = 600.0):
     """One request body through the engine as ``/predict`` runs it: parsed and prepared on the calling thread
     (torch single-threaded there), run on the device thread in ``loop``; returns the ``PolicyResult``, the ms it
-    took and the session's description (``None`` without ``session["session_id"]``). Raises ``RequestRefused`` for
-    anything the request got wrong, ``SessionConflict`` for an old ``seq``."""
-    from .sessions import check_session_fields
+    took, the session's description (``None`` without ``session["session_id"]``) and the RTC plan (``None``
+    without ``session["rtc"]``, the same map as /predict's ``rtc``). Raises ``RequestRefused`` for anything the
+    request got wrong, ``SessionConflict`` for an old ``seq``."""
+    from .sessions import attach_rtc, check_session_fields, parse_rtc, rtc_plan
 
     from models.experimental.gr00t.common.observation import parse_observation
 
@@ -220,17 +222,24 @@ def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed
     session = session or {}
     sid, seq, hz = session.get("session_id"), session.get("seq"), session.get("control_hz")
     check_session_fields(sid, seq, hz)
+    rtc = parse_rtc(session.get("rtc"), sid, engine.backend)
+    if rtc is not None and sessions is None:
+        raise RequestRefused("rtc", "this endpoint keeps no sessions")
     claimed = None if sid is None or sessions is None else sessions.claim(sid, seq, hz)  # before any work
+    plan, job = (None, None) if rtc is None else rtc_plan(claimed, t0, rtc.delay, engine.backend.action_shape[0],
+                                                          rtc.variant, rtc.beta)
     timeout_ms = engine.config.request_timeout_ms
     deadline = t0 + timeout_ms / 1e3 if timeout_ms else None
     with admitted(admission, loop) if admission is not None else contextlib.nullcontext():
         with as_request_refused():
             obs = parse_observation(body, engine.layout)
         prepared = engine.prepare(obs, noise=noise, seed=seed, state_dtype="float64", deadline=deadline)
+        if job is not None:
+            attach_rtc(engine.backend.policy, job, prepared.inputs)
         result = asyncio.run_coroutine_threadsafe(engine.run(prepared, deadline=deadline), loop).result(timeout_s)
     if not all(np.isfinite(a).all() for a in result.actions.values()):
         raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
     total_ms = (time.perf_counter() - t0) * 1e3
     if claimed is not None:
-        sessions.record(claimed, result, total_ms)
-    return result, total_ms, None if claimed is None else claimed.describe()
+        sessions.record(claimed, result, total_ms, observed_at=t0)
+    return result, total_ms, None if claimed is None else claimed.describe(), plan

@@ -29,11 +29,10 @@ from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
 from .sessions import SessionConflict, check_session_fields
-from .wire import groot_observations, modality_config, run_observation
+from .wire import SESSION_KEYS, groot_observations, modality_config, run_observation
 
 log = logging.getLogger("gr00t_p150")
 POLL_MS = 200  # how often the loop looks at its stop flag
-SESSION_KEYS = ("session_id", "seq", "control_hz")
 
 
 class ZmqPolicyEndpoint:
@@ -121,7 +120,7 @@ class ZmqPolicyEndpoint:
         unknown = sorted(set(options) - {"seed", "noise", *SESSION_KEYS})
         if unknown:
             raise InputError(f"options.{unknown[0]}", "unknown option; this server takes seed, noise, session_id, "
-                                                      "seq and control_hz")
+                                                      "seq, control_hz and rtc")
         bodies = groot_observations(data["observation"], self.engine.layout)
         if len(bodies) > 1 and options.get("session_id") is not None:
             raise InputError("options.session_id", "a session is one robot: send its observations one at a time")
@@ -131,15 +130,17 @@ class ZmqPolicyEndpoint:
             results.append(run_observation(self.engine, self.loop, body, seed=options.get("seed"),
                                            noise=options.get("noise"), admission=self.admission,
                                            sessions=self.sessions, session=session))
-        actions = {k: np.stack([r.actions[k] for r, _, _ in results]).astype(np.float32)
+        actions = {k: np.stack([r.actions[k] for r, *_ in results]).astype(np.float32)
                    for k in results[0][0].actions}
-        info = {"seed": [r.seed for r, _, _ in results], "noise_source": [r.noise_source for r, _, _ in results],
-                "server_ms": [round(ms, 3) for _, ms, _ in results],
-                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, _, _ in results]}
-        if any(r.batch_size > 1 for r, _, _ in results):  # micro-batching with other clients (SERVING.md §13)
-            info["batch_size"] = [r.batch_size for r, _, _ in results]
+        info = {"seed": [r.seed for r, *_ in results], "noise_source": [r.noise_source for r, *_ in results],
+                "server_ms": [round(ms, 3) for _, ms, *_ in results],
+                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, *_ in results]}
+        if any(r.batch_size > 1 for r, *_ in results):  # micro-batching with other clients (SERVING.md §13)
+            info["batch_size"] = [r.batch_size for r, *_ in results]
         if results[0][2] is not None:
             info["session"] = results[0][2]
+        if results[0][3] is not None:
+            info["rtc"] = results[0][3]
         return actions, info
 
     def _reset(self, data) -> dict:

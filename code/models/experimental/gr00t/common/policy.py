@@ -18,6 +18,7 @@ import torch
 
 from .errors import InputError
 from .flow_matching import explicit_noise, seeded_noise
+from .rtc import GuidedPrefix
 from .timing import Stopwatch
 
 
@@ -35,6 +36,7 @@ class PreparedInputs:
     raw_state: dict[str, np.ndarray] = field(default_factory=dict)  # N1.7 composes relative actions onto it
     image_grid_thw: torch.Tensor | None = None  # N1.7: [N_img, 3] patch grid per image
     inpaint: torch.Tensor | None = None  # [1, d, action_dim] normalised: RTC's frozen prefix (reference sampler)
+    guide: GuidedPrefix | None = None  # RTC's guided variant: target, soft weights and beta (reference sampler)
 
 
 @dataclass
@@ -69,25 +71,28 @@ class Policy(Protocol):
 
 def batch_key(inputs: PreparedInputs) -> tuple:
     """Requests with equal keys can run as one batch: the same prompt length, image tensor shape, image
-    grids and RTC prefix length (so stacking needs no padding and no mask, and every row computes exactly
-    what it would alone, up to the GEMMs' summation order)."""
+    grids and RTC variant (inpaint: its prefix length; guided: its beta, the weights are per row), so stacking
+    needs no padding and no mask, and every row computes exactly what it would alone, up to the GEMMs'
+    summation order."""
     grid = None if inputs.image_grid_thw is None else tuple(map(tuple, inputs.image_grid_thw.tolist()))
     d = 0 if inputs.inpaint is None else int(inputs.inpaint.shape[1])
-    return tuple(inputs.input_ids.shape), tuple(inputs.pixel_values.shape), grid, d
+    beta = None if inputs.guide is None else inputs.guide.beta
+    return tuple(inputs.input_ids.shape), tuple(inputs.pixel_values.shape), grid, d, beta
 
 
 def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
     """B prepared requests of one ``batch_key`` → one ``PreparedInputs`` whose batch rows are the requests in
     order (images concatenated on their first axis, which the models split back per row)."""
     if len({batch_key(p) for p in batch}) != 1:
-        raise ValueError("stack_inputs takes requests of one batch_key (prompt length, images, RTC prefix)")
+        raise ValueError("stack_inputs takes requests of one batch_key (prompt length, images, RTC variant)")
     first = batch[0]
     return PreparedInputs(
         pixel_values=torch.cat([p.pixel_values for p in batch]), input_ids=torch.cat([p.input_ids for p in batch]),
         state=torch.cat([p.state for p in batch]), noise=torch.cat([p.noise for p in batch]),
         prompt_tokens=first.prompt_tokens, noise_source=first.noise_source, seed=first.seed,
         image_grid_thw=None if first.image_grid_thw is None else torch.cat([p.image_grid_thw for p in batch]),
-        inpaint=None if first.inpaint is None else torch.cat([p.inpaint for p in batch]))
+        inpaint=None if first.inpaint is None else torch.cat([p.inpaint for p in batch]),
+        guide=None if first.guide is None else GuidedPrefix.stack([p.guide for p in batch]))
 
 
 def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):
@@ -114,6 +119,12 @@ def get_action(policy: Policy, obs, *, noise=None, seed: int | None = None, stat
     clock = Stopwatch()
     inputs = policy.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
     clock.lap("preprocess")
+    return run_prepared(policy, inputs, clock)
+
+
+def run_prepared(policy: Policy, inputs: PreparedInputs, clock: Stopwatch | None = None) -> PolicyResult:
+    """infer → finish for inputs already prepared (and possibly given an RTC prefix), timed, with every tap."""
+    clock = clock or Stopwatch()
     taps = policy.infer(inputs, clock)
     action_pred, actions = policy.finish(taps["action_pred"], inputs)
     clock.lap("postprocess")

@@ -16,6 +16,7 @@ from torch import nn
 from ..common.configs import ActionHeadConfig
 from ..common.embeddings import action_sinusoid
 from ..common.flow_matching import step_size, timestep_buckets
+from ..common.rtc import GuidedPrefix, guided_step
 from .torch_dit import DiT, SelfAttentionTransformer
 
 
@@ -93,14 +94,22 @@ class FlowmatchingActionHead(nn.Module):
 
     def sample(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, noise: torch.Tensor,
                on_step: Callable[[int, torch.Tensor], None] | None = None,
-               key_masks: dict[str, torch.Tensor] | None = None, inpaint: torch.Tensor | None = None) -> torch.Tensor:
+               key_masks: dict[str, torch.Tensor] | None = None, inpaint: torch.Tensor | None = None,
+               guide: GuidedPrefix | None = None) -> torch.Tensor:
         """Euler integration from ``noise`` [B, H, D] (t = 0) → normalised actions [B, H, D].
         ``on_step(i, velocity)`` is called after each step (taps, timing).
 
         ``inpaint`` [B, d, D] (normalised actions): real-time chunking's forward-only variant. Before every step
         the first d rows of the state are replaced by where the flow's straight path from the noise to them
         stands at that time, ``(1 − τ)·noise + τ·target`` (τ = i / N), so the other rows are denoised seeing the
-        frozen ones; after the last step those rows are the targets exactly."""
+        frozen ones; after the last step those rows are the targets exactly.
+
+        ``guide`` (``common/rtc.py``): the guided variant, soft-masked guidance towards the previous chunk along a
+        vector-Jacobian product through the DiT at every step (autograd; not combined with ``inpaint``)."""
+        if guide is not None:
+            if inpaint is not None:
+                raise ValueError("inpaint and guide are two RTC variants: give one")
+            return self._sample_guided(vl_embs, state_features, cat_ids, noise, on_step, key_masks, guide)
         c = self.config
         dt = step_size(c.num_inference_timesteps)
         x = noise.to(vl_embs.dtype)
@@ -117,4 +126,20 @@ class FlowmatchingActionHead(nn.Module):
                 on_step(i, v)
         if d:
             x = torch.cat([inpaint, x[:, d:]], dim=1)
+        return x
+
+    def _sample_guided(self, vl_embs, state_features, cat_ids, noise, on_step, key_masks, guide) -> torch.Tensor:
+        c = self.config
+        dt = step_size(c.num_inference_timesteps)
+        # The callers run under inference_mode, whose tensors autograd cannot save: leave it for this sampler and
+        # copy the conditioning once into ordinary tensors (values unchanged).
+        with torch.inference_mode(False), torch.enable_grad():
+            vl, sf, ids = vl_embs.clone(), state_features.clone(), cat_ids.clone()
+            masks = None if key_masks is None else {k: m.clone() for k, m in key_masks.items()}
+            x = noise.to(vl.dtype).clone()
+            for i, bucket in enumerate(timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets)):
+                tau = i / c.num_inference_timesteps
+                x, v = guided_step(lambda a, b=bucket: self.velocity(a, b, vl, sf, ids, masks), x, tau, dt, guide)
+                if on_step is not None:
+                    on_step(i, v)
         return x

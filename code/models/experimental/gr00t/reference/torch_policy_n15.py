@@ -74,7 +74,7 @@ class ReferencePolicy(ReferencePolicyBase):
             clock.lap(f"dit_step_{i}", self.device)
 
         action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(self.device), on_step,
-                                  inpaint=inputs.inpaint)
+                                  inpaint=inputs.inpaint, guide=inputs.guide)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_features": vision, "vit_embeds": vit_embeds,
                 "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features,

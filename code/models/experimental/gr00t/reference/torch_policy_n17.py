@@ -84,7 +84,7 @@ class ReferencePolicyN17(ReferencePolicyBase):
             clock.lap(f"dit_step_{i}", dev)
 
         action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(dev), on_step, key_masks,
-                                  inpaint=inputs.inpaint)
+                                  inpaint=inputs.inpaint, guide=inputs.guide)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_embeds": out["vision_embeds"],
                 "backbone_features": out["backbone_features"], "vl_embs": vl_embs, "state_features": state_features,
