@@ -358,6 +358,57 @@ def test_sessions_over_zmq_and_websocket(served):
         policy.infer({**openpi_observation(demo, layout), "session_id": "ws-arm", "seq": 4})
 
 
+def _n17_frozen_rows(engine, request, previous: dict) -> dict:
+    """What N1.7 inpainting must put in its first rows: the previous absolute actions re-expressed against the
+    request's state and clipped to the new steps' statistics (``encode_actions``; relative actions past the
+    range of the new chunk's early steps cannot run there), decoded back."""
+    from models.experimental.gr00t.common.normalization_n17 import decode_actions, encode_actions
+    from models.experimental.gr00t.common.observation import parse_observation
+
+    stats, layout = engine.backend.policy.stats, engine.layout
+    state = engine.backend.prepare(parse_observation(request, layout), seed=0).inputs.raw_state
+    rows = encode_actions(previous, state, stats, layout)
+    chunk = np.zeros((engine.backend.action_shape[0], rows.shape[1]), np.float32)
+    chunk[:len(rows)] = rows
+    return {k: v[:len(rows)] for k, v in decode_actions(chunk, state, stats, layout).items()}
+
+
+def test_rtc_over_zmq_and_websocket(served):
+    """Server-side RTC is not HTTP's alone: over ZMQ an inpaint request freezes the previous chunk's steps (the
+    same rows in physical units for N1.5's absolute actions; for N1.7's relative ones the rows after the
+    re-expression and its clipping to the new steps' statistics) and reports its plan in ``info["rtc"]``; over
+    the openpi websocket a guided request reports its plan and a malformed ``rtc`` is refused with its field."""
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from gr00t_p150.server.wire import MODALITY
+
+    http, zmq_client, config, demo = served
+    layout = http.app.state.engine.layout
+    horizon = http.app.state.engine.backend.action_shape[0]
+    obs = groot_observation(demo, layout, MODALITY[layout.name].language_key)
+    session = {"session_id": "zmq-rtc", "control_hz": 30}
+    first, _ = zmq_client.get_action(obs, {**session, "seq": 0, "seed": 1})
+    second, info = zmq_client.get_action(obs, {**session, "seq": 1, "seed": 2, "rtc": {"variant": "inpaint",
+                                                                                         "delay": 3}})
+    plan = info["rtc"]
+    off, frozen = plan["offset"], plan["frozen"]
+    assert plan["variant"] == "inpaint" and frozen == min(3, horizon - off) > 0, plan
+    want = {k: v[0, off:off + frozen] for k, v in first.items()}
+    if layout.name != "gr1":  # N1.7: the frozen rows as the server re-expressed and clipped them (encode_actions)
+        want = _n17_frozen_rows(http.app.state.engine, demo, want)
+    for k in first:
+        np.testing.assert_allclose(second[k][0, :frozen], want[k], rtol=0, atol=1e-4)
+    assert any(not np.allclose(second[k][0, frozen:], first[k][0, frozen:]) for k in first)  # the rest is new
+
+    policy = WebsocketClientPolicy(host="127.0.0.1", port=config.openpi_port)
+    base = {**openpi_observation(demo, layout), "session_id": "ws-rtc", "control_hz": 30}
+    policy.infer({**base, "seq": 0})
+    got = policy.infer({**base, "seq": 1, "rtc": {"variant": "guided", "delay": 2}})
+    assert got["rtc"]["variant"] == "guided" and got["rtc"]["overlap"] == horizon - got["rtc"]["offset"] > 0
+    with pytest.raises(RuntimeError, match="rtc.variant"):
+        policy.infer({**base, "seq": 2, "rtc": {"variant": "bidirectional"}})
+
+
 def test_hostile_messages_get_an_error_reply_and_never_raise(served):
     """Random bytes, random msgpack and mutated valid messages straight into both protocol handlers (no socket):
     every reply is the protocol's error shape or a valid answer, never an exception or a traceback."""
