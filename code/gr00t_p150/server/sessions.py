@@ -168,15 +168,27 @@ def attach_rtc(policy, job: RtcJob, inputs) -> None:
     """Put a planned RTC job on a prepared request (``PreparedInputs``): the previous chunk's rows in this
     request's model space (``policy.frozen_prefix``: N1.7 re-expresses its absolute actions against the new
     state) as the inpainting prefix or as the guided target."""
-    import torch
-
-    from models.experimental.gr00t.common.rtc import GuidedPrefix
+    from models.experimental.gr00t.common.rtc import GuidedPrefix, InpaintPrefix
 
     rows = policy.frozen_prefix(job.last_normalized, job.last_actions, job.steps, inputs)
+    horizon = int(inputs.noise.shape[1])
     if job.variant == "guided":
-        inputs.guide = GuidedPrefix.build(rows, job.frozen, int(inputs.noise.shape[1]), job.beta)
+        inputs.guide = GuidedPrefix.build(rows, job.frozen, horizon, job.beta)
     else:
-        inputs.inpaint = torch.from_numpy(rows)[None]
+        inputs.inpaint = InpaintPrefix.build(rows, horizon)
+
+
+def rtc_capabilities(backend) -> dict:
+    """What /info and the wire protocols' metadata say about real-time chunking on this backend."""
+    from models.experimental.gr00t.common.rtc import DEFAULT_BETA, VARIANTS
+
+    body = {"variants": list(VARIANTS), "default_beta": DEFAULT_BETA, "needs": ["session_id", "control_hz"],
+            "delay": "the request's rtc.delay, else ceil(p90 of the session's last "
+                     f"{LATENCY_WINDOW} server latencies x control_hz)", "section": "SERVING.md §12"}
+    if getattr(backend, "path", None) != "reference":
+        return {**body, "available": False, "reason": "real-time chunking runs on the torch reference path in "
+                                                      "this build"}
+    return {**body, "available": True}
 
 
 def parse_rtc(value, session_id, backend):

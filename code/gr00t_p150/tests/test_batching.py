@@ -87,6 +87,36 @@ def test_a_batch_gives_every_n17_request_its_unbatched_answer(server_env):
               check_batch_equals_alone(engine, n17.get("/demo").json()["request"]))
 
 
+@pytest.mark.parametrize("variant", ["inpaint", "guided"])
+def test_rtc_requests_with_different_delays_batch_and_keep_their_answers(client, request_body, variant):
+    """RTC rows carry their own mask / weights, so requests with different frozen lengths share one batch key and
+    one model call; each keeps its unbatched answer within BATCH_ATOL, and inpaint's frozen rows stay exact."""
+    import torch
+
+    from models.experimental.gr00t.common.policy import batch_key
+    from models.experimental.gr00t.common.rtc import GuidedPrefix, InpaintPrefix
+
+    engine = client.app.state.engine
+    prepared = variants(engine, request_body, 3)
+    horizon, dim = prepared[0].inputs.noise.shape[1:]
+    for i, p in enumerate(prepared):
+        rows = np.random.default_rng(i).uniform(-0.9, 0.9, (horizon - 2 * i, dim)).astype(np.float32)
+        if variant == "inpaint":
+            p.inputs.inpaint = InpaintPrefix.build(rows[:2 + i], horizon)
+        else:
+            p.inputs.guide = GuidedPrefix.build(rows, 2 + i, horizon)
+    assert len({batch_key(p.inputs) for p in prepared}) == 1
+    batched = engine.backend.run_batch(prepared)
+    alone = [engine.backend.run(p) for p in prepared]
+    for i, (b, a) in enumerate(zip(batched, alone)):
+        assert b.batch_size == 3
+        assert np.abs(b.action_pred - a.action_pred).max() <= BATCH_ATOL, i
+        if variant == "inpaint":
+            want = prepared[i].inputs.inpaint.target[0, :2 + i].numpy()
+            assert np.array_equal(b.action_pred[:2 + i], want) and np.array_equal(a.action_pred[:2 + i], want)
+    assert not torch.equal(torch.from_numpy(alone[0].action_pred), torch.from_numpy(alone[1].action_pred))
+
+
 @pytest.fixture(scope="module")
 def batched(server_config):
     with TestClient(create_app(with_config(server_config, max_batch=4, batch_window_ms=1000.0)),

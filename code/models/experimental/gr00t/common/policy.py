@@ -18,7 +18,7 @@ import torch
 
 from .errors import InputError
 from .flow_matching import explicit_noise, seeded_noise
-from .rtc import GuidedPrefix
+from .rtc import GuidedPrefix, InpaintPrefix
 from .timing import Stopwatch
 
 
@@ -35,7 +35,7 @@ class PreparedInputs:
     seed: int | None
     raw_state: dict[str, np.ndarray] = field(default_factory=dict)  # N1.7 composes relative actions onto it
     image_grid_thw: torch.Tensor | None = None  # N1.7: [N_img, 3] patch grid per image
-    inpaint: torch.Tensor | None = None  # [1, d, action_dim] normalised: RTC's frozen prefix (reference sampler)
+    inpaint: InpaintPrefix | None = None  # RTC's inpainting variant: target and frozen-row mask (reference sampler)
     guide: GuidedPrefix | None = None  # RTC's guided variant: target, soft weights and beta (reference sampler)
 
 
@@ -71,13 +71,12 @@ class Policy(Protocol):
 
 def batch_key(inputs: PreparedInputs) -> tuple:
     """Requests with equal keys can run as one batch: the same prompt length, image tensor shape, image
-    grids and RTC variant (inpaint: its prefix length; guided: its beta, the weights are per row), so stacking
-    needs no padding and no mask, and every row computes exactly what it would alone, up to the GEMMs'
-    summation order."""
+    grids and RTC variant (guided: also its beta; the masks and weights are per row, so any delays mix), so
+    stacking needs no padding and no attention mask, and every row computes exactly what it would alone, up to
+    the GEMMs' summation order."""
     grid = None if inputs.image_grid_thw is None else tuple(map(tuple, inputs.image_grid_thw.tolist()))
-    d = 0 if inputs.inpaint is None else int(inputs.inpaint.shape[1])
-    beta = None if inputs.guide is None else inputs.guide.beta
-    return tuple(inputs.input_ids.shape), tuple(inputs.pixel_values.shape), grid, d, beta
+    rtc = "inpaint" if inputs.inpaint is not None else ("guided", inputs.guide.beta) if inputs.guide else None
+    return tuple(inputs.input_ids.shape), tuple(inputs.pixel_values.shape), grid, rtc
 
 
 def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
@@ -91,7 +90,7 @@ def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
         state=torch.cat([p.state for p in batch]), noise=torch.cat([p.noise for p in batch]),
         prompt_tokens=first.prompt_tokens, noise_source=first.noise_source, seed=first.seed,
         image_grid_thw=None if first.image_grid_thw is None else torch.cat([p.image_grid_thw for p in batch]),
-        inpaint=None if first.inpaint is None else torch.cat([p.inpaint for p in batch]),
+        inpaint=None if first.inpaint is None else InpaintPrefix.stack([p.inpaint for p in batch]),
         guide=None if first.guide is None else GuidedPrefix.stack([p.guide for p in batch]))
 
 

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Real-time chunking's guided variant: the soft prefix mask and the clipped guidance weight.
+"""Real-time chunking's inputs for the sampler: the inpainting prefix (target + 0/1 row mask) and the guided
+variant's soft prefix mask with its clipped guidance weight.
 
 Black, Galliker, Levine, "Real-Time Execution of Action Chunking Flow Policies" (NeurIPS 2025,
 arXiv 2506.07339), Algorithm 1. While a new chunk is computed the robot keeps executing the old one; the
@@ -10,7 +11,10 @@ At every Euler step the sampler pulls the chunk towards ``Y`` along the vector-J
 one-step denoised estimate (``x + (1 − τ)·v``), scaled by a weight that follows the flow's variance and is
 clipped at ``β`` (the paper's default is 5). Time runs as in GR00T: τ = 0 is noise, τ = 1 the actions.
 
-The forward-only ``inpaint`` variant needs none of this (``FlowmatchingActionHead.sample``).
+The forward-only ``inpaint`` variant (``FlowmatchingActionHead.sample``) needs no gradient: its target and
+row mask have the chunk's fixed shape [B, H, D] / [B, H] whatever the number of frozen rows, so one compiled or
+traced denoise loop serves every delay with the two as persistent inputs, and requests with different delays
+batch together. The replacement ``m·a + (1 − m)·x`` with ``m`` ∈ {0, 1} is exact (one term is a signed zero).
 """
 
 from __future__ import annotations
@@ -46,6 +50,35 @@ def guidance_weight(tau: float, beta: float) -> float:
         return 0.0
     inv_r2 = (tau**2 + (1 - tau) ** 2) / (1 - tau) ** 2
     return float(min(beta, (1 - tau) / tau * inv_r2))
+
+
+@dataclass
+class InpaintPrefix:
+    """The inpainting variant for a batch: the target ``Y`` [B, H, D] (normalised; rows past the frozen ones
+    arbitrary) and the row mask [B, H] (1 on the frozen rows, 0 elsewhere)."""
+
+    target: torch.Tensor
+    mask: torch.Tensor
+
+    @classmethod
+    def build(cls, frozen_rows: np.ndarray, horizon: int) -> InpaintPrefix:
+        """One request: ``frozen_rows`` [d, D], the rows the new chunk must start with."""
+        d, dim = frozen_rows.shape
+        if not 0 < d <= horizon:
+            raise ValueError(f"need 0 < frozen rows ({d}) <= horizon ({horizon})")
+        target = np.zeros((horizon, dim), dtype=np.float32)
+        target[:d] = frozen_rows
+        mask = np.zeros(horizon, dtype=np.float32)
+        mask[:d] = 1.0
+        return cls(torch.from_numpy(target)[None], torch.from_numpy(mask)[None])
+
+    @property
+    def frozen(self) -> list[int]:
+        return [int(n) for n in self.mask.sum(1).tolist()]
+
+    @staticmethod
+    def stack(prefixes: list[InpaintPrefix]) -> InpaintPrefix:
+        return InpaintPrefix(torch.cat([p.target for p in prefixes]), torch.cat([p.mask for p in prefixes]))
 
 
 @dataclass

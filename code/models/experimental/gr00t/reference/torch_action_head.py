@@ -16,7 +16,7 @@ from torch import nn
 from ..common.configs import ActionHeadConfig
 from ..common.embeddings import action_sinusoid
 from ..common.flow_matching import step_size, timestep_buckets
-from ..common.rtc import GuidedPrefix, guided_step
+from ..common.rtc import GuidedPrefix, InpaintPrefix, guided_step
 from .torch_dit import DiT, SelfAttentionTransformer
 
 
@@ -94,15 +94,15 @@ class FlowmatchingActionHead(nn.Module):
 
     def sample(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, noise: torch.Tensor,
                on_step: Callable[[int, torch.Tensor], None] | None = None,
-               key_masks: dict[str, torch.Tensor] | None = None, inpaint: torch.Tensor | None = None,
+               key_masks: dict[str, torch.Tensor] | None = None, inpaint: InpaintPrefix | None = None,
                guide: GuidedPrefix | None = None) -> torch.Tensor:
         """Euler integration from ``noise`` [B, H, D] (t = 0) → normalised actions [B, H, D].
         ``on_step(i, velocity)`` is called after each step (taps, timing).
 
-        ``inpaint`` [B, d, D] (normalised actions): real-time chunking's forward-only variant. Before every step
-        the first d rows of the state are replaced by where the flow's straight path from the noise to them
+        ``inpaint`` (``common/rtc.py``): real-time chunking's forward-only variant. Before every step the masked
+        (frozen) rows of the state are replaced by where the flow's straight path from the noise to the target
         stands at that time, ``(1 − τ)·noise + τ·target`` (τ = i / N), so the other rows are denoised seeing the
-        frozen ones; after the last step those rows are the targets exactly.
+        frozen ones; after the last step those rows are the targets exactly. Fixed shapes, no gradient.
 
         ``guide`` (``common/rtc.py``): the guided variant, soft-masked guidance towards the previous chunk along a
         vector-Jacobian product through the DiT at every step (autograd; not combined with ``inpaint``)."""
@@ -113,19 +113,18 @@ class FlowmatchingActionHead(nn.Module):
         c = self.config
         dt = step_size(c.num_inference_timesteps)
         x = noise.to(vl_embs.dtype)
-        d = 0 if inpaint is None else inpaint.shape[1]
-        if d:
-            inpaint, head = inpaint.to(x.dtype).to(x.device), x[:, :d].clone()
+        if inpaint is not None:
+            target, mask, start = inpaint.target.to(x), inpaint.mask.to(x).unsqueeze(-1), x.clone()
         for i, bucket in enumerate(timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets)):
-            if d:
+            if inpaint is not None:
                 tau = i / c.num_inference_timesteps
-                x = torch.cat([(1 - tau) * head + tau * inpaint, x[:, d:]], dim=1)
+                x = mask * ((1 - tau) * start + tau * target) + (1 - mask) * x
             v = self.velocity(x, bucket, vl_embs, state_features, cat_ids, key_masks)
             x = x + dt * v
             if on_step is not None:
                 on_step(i, v)
-        if d:
-            x = torch.cat([inpaint, x[:, d:]], dim=1)
+        if inpaint is not None:
+            x = mask * target + (1 - mask) * x
         return x
 
     def _sample_guided(self, vl_embs, state_features, cat_ids, noise, on_step, key_masks, guide) -> torch.Tensor:

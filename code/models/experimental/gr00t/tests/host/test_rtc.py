@@ -11,7 +11,8 @@ import pytest
 import torch
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.common.observation import parse_observation
-from models.experimental.gr00t.common.rtc import GuidedPrefix, guidance_weight, guided_step, prefix_weights
+from models.experimental.gr00t.common.rtc import (GuidedPrefix, InpaintPrefix, guidance_weight, guided_step,
+                                                  prefix_weights)
 
 
 def test_prefix_weights_follow_the_papers_soft_mask():
@@ -52,6 +53,38 @@ def test_build_places_the_overlap_at_row_zero_and_stack_keeps_rows():
     assert both.target.shape == (2, 16, 4) and both.weights[1, 5:].sum() == 0
     with pytest.raises(ValueError):
         GuidedPrefix.stack([g, GuidedPrefix.build(rows, 2, 16, 5.0)])
+
+
+def test_inpaint_prefix_is_a_fixed_shape_target_and_row_mask():
+    rows = np.ones((3, 4), dtype=np.float32)
+    p = InpaintPrefix.build(rows, horizon=16)
+    assert p.target.shape == (1, 16, 4) and p.mask.shape == (1, 16) and p.frozen == [3]
+    assert p.mask[0, :3].tolist() == [1.0] * 3 and not p.mask[0, 3:].any() and not p.target[0, 3:].any()
+    both = InpaintPrefix.stack([p, InpaintPrefix.build(rows[:1], 16)])
+    assert both.target.shape == (2, 16, 4) and both.frozen == [3, 1]
+    with pytest.raises(ValueError):
+        InpaintPrefix.build(np.ones((17, 4), np.float32), 16)
+
+
+def test_masked_inpainting_equals_the_row_replacement_written_out(tiny_policy, gr1_request):
+    """The sampler's masked form against the replacement written directly (concatenating the frozen rows'
+    ``(1 − τ)·noise + τ·target`` with the free rows before every step, the targets after the last): bit for bit."""
+    from models.experimental.gr00t.common.flow_matching import step_size, timestep_buckets
+
+    head = tiny_policy.model.action_head
+    vl, sf, ids, noise = _conditioning(tiny_policy, parse_observation(gr1_request, GR1))
+    d, (horizon, dim) = 5, noise.shape[1:]
+    target = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (1, d, dim)).astype(np.float32))
+    c = head.config
+    with torch.inference_mode():
+        got = head.sample(vl, sf, ids, noise, inpaint=InpaintPrefix.build(target[0].numpy(), horizon))
+        x = noise.clone()
+        for i, bucket in enumerate(timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets)):
+            tau = i / c.num_inference_timesteps
+            x = torch.cat([(1 - tau) * noise[:, :d] + tau * target, x[:, d:]], dim=1)
+            x = x + step_size(c.num_inference_timesteps) * head.velocity(x, bucket, vl, sf, ids)
+        want = torch.cat([target, x[:, d:]], dim=1)
+    assert torch.equal(got, want)
 
 
 def _conditioning(policy, obs):
