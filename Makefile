@@ -16,7 +16,7 @@ PORT ?= 20000
 HOST ?= 127.0.0.1
 GR00T_VERSION ?= n15
 
-.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching serve bench-reference bench-backend estimate-tt-accuracy clean-venv
+.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout serve bench-reference bench-backend estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -59,12 +59,16 @@ bench-protocols: $(STAMP)
 	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) bench --n $(or $(DEMO_N),40) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 robot-demo: $(STAMP)
-	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(if $(ROBOT_RTC),--rtc) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(foreach v,$(ROBOT_RTC),--rtc $(v)) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # Micro-batching: 1/2/4/8 closed-loop 30 Hz robots, unbatched vs batched servers in one run (SERVING.md §13).
 # Full size: make bench-batching BATCH_WEIGHTS=synthetic:full BATCH_SECONDS=1 BATCH_MIN=2
 bench-batching: $(STAMP)
 	$(PY) code/scripts/bench_batching.py --version $(GR00T_VERSION) --weights $(or $(BATCH_WEIGHTS),synthetic:tiny) --seconds $(or $(BATCH_SECONDS),10) --min-requests $(or $(BATCH_MIN),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+
+# RTC evidence: 10-chunk rollouts, naive vs inpaint vs guided, both versions, random tiny weights (SERVING.md §12).
+rtc-rollout: $(STAMP)
+	$(PY) code/scripts/rtc_rollout.py --out-json $(or $(BENCH_JSON),benchmarks/results/rtc_rollout.json)
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)

@@ -11,9 +11,12 @@ switch discontinuity: at each switch, max |new chunk's action − the action the
 by ``--seconds``; loopback only.
 
     python code/scripts/robot_loop.py --protocol http|zmq|openpi --url http://127.0.0.1:P [--zmq-port Z]
-        [--openpi-port O] [--hz 30] [--seconds 20] [--ask-at 8] [--json out.json]
+        [--openpi-port O] [--hz 30] [--seconds 20] [--ask-at 8] [--rtc inpaint|guided ...] [--json out.json]
 
-``make robot-demo [GR00T_VERSION=n17]`` boots a synthetic:tiny server and runs it for 20 s per protocol.
+``--rtc V`` runs the loop once more per protocol as a robot session with server-side real-time chunking of
+variant V (SERVING.md §12): the server derives the frozen steps from its own latency for that session.
+``make robot-demo [GR00T_VERSION=n17] [ROBOT_RTC="inpaint guided"]`` boots a synthetic:tiny server and runs it
+for 20 s per protocol and variant.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def stacked(actions: dict) -> np.ndarray:
 def run(client, obs: dict, hz: float, seconds: float, ask_at: int, first: np.ndarray,
         session: dict | None = None) -> dict:
     """The loop, starting with ``first`` (a chunk answered before the clock starts) as the current chunk.
-    ``session`` (HTTP): options sent with every request (``session_id``, ``control_hz``, ``rtc``); ``seq`` counts."""
+    ``session``: options sent with every request (``session_id``, ``control_hz``, ``rtc``); ``seq`` counts."""
     period = 1.0 / hz
     chunk: list[np.ndarray] = list(first)
     chunk_obs_tick = 0  # the tick whose observation the current chunk answers
@@ -110,8 +113,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hz", type=float, default=30.0)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--ask-at", type=int, default=8, help="ask for the next chunk when this many actions remain")
-    ap.add_argument("--rtc", action="store_true", help="HTTP only: a session with server-side RTC (inpaint), "
-                                                     "beside the same loop without it")
+    ap.add_argument("--rtc", action="append", choices=["inpaint", "guided"], default=[],
+                    help="also run the loop as a session with server-side RTC of this variant (repeatable), on "
+                         "every protocol given")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if not (1 <= args.hz <= 1000 and 0 < args.seconds <= 600):
@@ -124,25 +128,26 @@ def main(argv=None) -> int:
                   "openpi": lambda: OpenpiClient(port=args.openpi_port)}[protocol]()
         first, _ = client.get_action(obs)  # connect and warm up outside the timed loop; the robot starts on it
         results[protocol] = run(client, obs, args.hz, args.seconds, args.ask_at, stacked(first))
-        if args.rtc and protocol == "http":
-            session = {"session_id": f"robot-loop-{time.time_ns()}", "control_hz": args.hz}
-            first, _ = client.get_action(obs, session)  # the session's first chunk: nothing to freeze yet
+        for variant in args.rtc:
+            session = {"session_id": f"robot-loop-{protocol}-{variant}-{time.time_ns()}", "control_hz": args.hz}
+            rtc = {"variant": variant}
+            first, _ = client.get_action(obs, {**session, "seq": 0})  # the session's first chunk: nothing to steer
             try:
-                client.get_action(obs, {**session, "seq": 1, "rtc": {"variant": "inpaint"}})
-            except PolicyError as exc:  # e.g. N1.7, whose RTC is not in this build
-                print(f"http+rtc skipped: {exc}")
-            else:
-                results["http+rtc"] = run(client, obs, args.hz, args.seconds, args.ask_at, stacked(first),
-                                          session={**session, "seq": 2, "rtc": {"variant": "inpaint"}})
+                client.get_action(obs, {**session, "seq": 1, "rtc": rtc})
+            except PolicyError as exc:  # e.g. a backend without RTC
+                print(f"{protocol}+{variant} skipped: {exc}")
+                continue
+            results[f"{protocol}+{variant}"] = run(client, obs, args.hz, args.seconds, args.ask_at, stacked(first),
+                                                   session={**session, "seq": 2, "rtc": rtc})
         if hasattr(client, "close"):
             client.close()
     print(f"robot loop at {args.hz:g} Hz for {args.seconds:g} s per protocol, next chunk asked at "
           f"{args.ask_at} actions left; {cpu_model()}")
-    print(f"{'protocol':<10}{'requests':>9}{'lat p50':>9}{'p90':>8}{'p99':>8}{'starved':>9}{'stale p50':>11}"
+    print(f"{'protocol':<16}{'requests':>9}{'lat p50':>9}{'p90':>8}{'p99':>8}{'starved':>9}{'stale p50':>11}"
           f"{'p90':>8}{'in flight':>11}{'jump p50':>10}{'max':>9}   (ms; starved: ticks; jump: |Δ action|)")
     for p, r in results.items():
         lat, st = r["latency_ms"], r["staleness_ms"]
-        print(f"{p:<10}{r['requests']:>9}{lat['p50']:>9.1f}{lat['p90']:>8.1f}{lat['p99']:>8.1f}{r['starved_ticks']:>9}"
+        print(f"{p:<16}{r['requests']:>9}{lat['p50']:>9.1f}{lat['p90']:>8.1f}{lat['p99']:>8.1f}{r['starved_ticks']:>9}"
               f"{st['p50']:>11.1f}{st['p90']:>8.1f}{r['in_flight_max']:>11}{r['switch_jump']['median']:>10.4f}"
               f"{r['switch_jump']['max']:>9.4f}")
     if args.json:

@@ -31,7 +31,7 @@ from .guards import Guards, Runtime
 from .host_threads import single_threaded_torch
 from .metrics import CONTENT_TYPE
 from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse, ResetRequest
-from .sessions import attach_rtc, check_session_fields, parse_rtc, rtc_plan
+from .sessions import attach_rtc, check_session_fields, parse_rtc, rtc_capabilities, rtc_plan
 from .settings import ServerConfig, SettingError, load_config, parse_mesh_shape
 
 
@@ -223,7 +223,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/info")
     async def info(request: Request):
-        return {**engine_of(request).info(), "sessions": runtime.sessions.describe(),
+        engine = engine_of(request)
+        return {**engine.info(), "sessions": runtime.sessions.describe(), "rtc": rtc_capabilities(engine.backend),
                 "protocols": {"http": True, "zmq": runtime.config.zmq_port, "openpi": runtime.config.openpi_port}}
 
     @app.get("/demo")

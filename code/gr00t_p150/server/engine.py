@@ -284,6 +284,9 @@ class Engine:
         log.error("device thread error %d (%d in a row): %s: %s", self.device_errors,
                   self.consecutive_device_errors, type(exc).__name__, first_line)
 
+    def batching_info(self) -> dict[str, Any]:
+        return self.batcher.describe() if self.batcher else {"enabled": False, "reason": self.batching_off}
+
     def info(self) -> dict[str, Any]:
         import torch
         import transformers
@@ -302,7 +305,7 @@ class Engine:
                        "all_ms": [round(x, 2) for x in self.warmup_ms]},
             "fidelity": {"skipped": self.fidelity_skipped} if self.fidelity_skipped else
                         self.fidelity.to_dict() if self.fidelity else None,
-            "batching": self.batcher.describe() if self.batcher else {"enabled": False, "reason": self.batching_off},
+            "batching": self.batching_info(),
             "boot_s": round(self.boot_s, 2),
             "config": c.to_dict(),
             "software": {"python": platform.python_version(), "torch": torch.__version__,

@@ -24,7 +24,7 @@ from gr00t_client.codecs import WireError, openpi_pack, openpi_unpack
 from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
-from .sessions import SessionConflict
+from .sessions import SessionConflict, rtc_capabilities
 from .wire import MODALITY, SESSION_KEYS, openpi_observation, run_observation
 
 log = logging.getLogger("gr00t_p150")
@@ -66,7 +66,8 @@ class OpenpiPolicyEndpoint:
                 "observation_keys": [f"observation/{c}" for c in lay.cameras]
                 + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
                 "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz, rtc "
-                                                               "({variant: inpaint|guided, delay, beta})"}
+                                                               "({variant: inpaint|guided, delay, beta})",
+                "rtc": rtc_capabilities(self.engine.backend), "batching": self.engine.batching_info()}
 
     def _process_request(self, connection, request):
         if request.path == "/healthz":

@@ -5,11 +5,13 @@ REP socket, beside the HTTP server and on the same engine.
 A request is the msgpack map ``{"endpoint": name, "data": {...}, "api_token"?: str}`` (``endpoint`` defaults to
 ``get_action``, as in NVIDIA's server). Endpoints: ``ping``; ``get_action`` (``data = {"observation": ...,
 "options": ...}`` → ``[action, info]``, action ``{group: (B, T, D) float32}`` in physical units); ``reset``
-(``options.session_id`` forgets that session, SERVING.md §12; else ``{}``); ``get_modality_config``; ``kill``
+(``options.session_id`` forgets that session, SERVING.md §12; else ``{}``); ``get_modality_config``;
+``get_server_info`` (ours: sessions, real-time chunking and micro-batching as /info says them); ``kill``
 only with ``GR00T_ZMQ_ALLOW_KILL=1`` (it stops the whole server, as SIGTERM does). Errors come back as
 ``{"error": "<field>: <rule>"}``, never a traceback. ``options`` may carry ``seed`` (int) or ``noise`` (ndarray
-[horizon, action_dim]) and ``session_id`` / ``seq`` / ``control_hz``, as ``/predict``'s fields do; without a seed
-or noise the layout's default seed applies, so the same observation gives the same actions over every protocol.
+[horizon, action_dim]) and ``session_id`` / ``seq`` / ``control_hz`` / ``rtc``, as ``/predict``'s fields do;
+without a seed or noise the layout's default seed applies, so the same observation gives the same actions over
+every protocol.
 
 REP is one request at a time; the socket binds ``GR00T_ZMQ_HOST`` (default 127.0.0.1, not NVIDIA's ``*``)
 and drops messages over ``GR00T_MAX_BODY_BYTES`` before reading them.
@@ -28,7 +30,7 @@ from gr00t_client.codecs import ModalityConfigJSON, WireError, groot_pack, groot
 from models.experimental.gr00t.common.errors import InputError
 
 from .errors import RequestRefused
-from .sessions import SessionConflict, check_session_fields
+from .sessions import SessionConflict, check_session_fields, rtc_capabilities
 from .wire import SESSION_KEYS, groot_observations, modality_config, run_observation
 
 log = logging.getLogger("gr00t_p150")
@@ -97,13 +99,18 @@ class ZmqPolicyEndpoint:
                 return groot_pack(None), True
             if endpoint == "reset":
                 return groot_pack(self._reset(request.get("data"))), False
+            if endpoint == "get_server_info":  # ours, beside NVIDIA's endpoints: sessions, RTC, batching
+                return groot_pack({"sessions": None if self.sessions is None else self.sessions.describe(),
+                                   "rtc": rtc_capabilities(self.engine.backend),
+                                   "batching": self.engine.batching_info()}), False
             if endpoint == "get_modality_config":
                 horizon = self.engine.backend.action_shape[0]
                 return groot_pack({k: ModalityConfigJSON(v) for k, v in
                                    modality_config(self.engine.layout, horizon).items()}), False
             if endpoint != "get_action":
-                raise InputError("endpoint", f"unknown endpoint {endpoint!r}; this server has ping, get_action, "
-                                             "reset, get_modality_config" + (", kill" if self.allow_kill else ""))
+                names = "ping, get_action, reset, get_modality_config, get_server_info"
+                raise InputError("endpoint", f"unknown endpoint {endpoint!r}; this server has {names}"
+                                             + (", kill" if self.allow_kill else ""))
             return groot_pack(list(self._get_action(request.get("data")))), False
         except (InputError, RequestRefused, WireError, SessionConflict) as exc:
             return groot_pack({"error": f"{exc.field}: {exc.rule}"}), False

@@ -400,7 +400,14 @@ def test_rtc_over_zmq_and_websocket(served):
         np.testing.assert_allclose(second[k][0, :frozen], want[k], rtol=0, atol=1e-4)
     assert any(not np.allclose(second[k][0, frozen:], first[k][0, frozen:]) for k in first)  # the rest is new
 
+    server_info = zmq_client.call("get_server_info")
+    assert server_info["rtc"]["available"] and server_info["rtc"]["variants"] == ["inpaint", "guided"]
+    assert server_info["sessions"]["sessions"] >= 1 and "enabled" in server_info["batching"]
+
     policy = WebsocketClientPolicy(host="127.0.0.1", port=config.openpi_port)
+    meta = policy.get_server_metadata()
+    assert meta["rtc"] == server_info["rtc"] == http.get("/info").json()["rtc"]
+    assert meta["batching"] == server_info["batching"]
     base = {**openpi_observation(demo, layout), "session_id": "ws-rtc", "control_hz": 30}
     policy.infer({**base, "seq": 0})
     got = policy.infer({**base, "seq": 1, "rtc": {"variant": "guided", "delay": 2}})
