@@ -28,6 +28,7 @@ class Backend(Protocol):
         """Validate and encode, on the request's thread (raises ``InputError`` before any device work)."""
 
     batchable: str | None  # None when ``run_batch`` takes several requests in one model call, else why not
+    rtc_variants: tuple[str, ...]  # the real-time chunking variants its sampler runs (SERVING.md §12)
 
     def run(self, prepared) -> PolicyResult:
         """Run the model and un-normalise, on the device thread."""
@@ -72,6 +73,7 @@ class PolicyBackend:
         return Prepared(inputs, (time.perf_counter() - t0) * 1e3)
 
     batchable: str | None = "this backend runs one request at a time"
+    rtc_variants: tuple[str, ...] = ()
 
     def run(self, prepared: Prepared) -> PolicyResult:
         """Device work, on the device thread: the model, then un-normalisation."""

@@ -70,6 +70,8 @@ class TorchBackend(PolicyBackend):
         self.threads = torch.get_num_threads()
         # The reference takes stacked requests; the fast path's static buffers and CUDA graphs are batch 1.
         self.batchable = None if self.path == "reference" else "the fast path runs batch-1 static buffers"
+        # guided RTC needs autograd through the DiT: the reference's; the fast path's stages (and graphs) inpaint
+        self.rtc_variants = ("inpaint", "guided") if self.path == "reference" else ("inpaint",)
 
     @property
     def action_shape(self) -> tuple[int, int]:

@@ -182,13 +182,15 @@ def rtc_capabilities(backend) -> dict:
     """What /info and the wire protocols' metadata say about real-time chunking on this backend."""
     from models.experimental.gr00t.common.rtc import DEFAULT_BETA, VARIANTS
 
-    body = {"variants": list(VARIANTS), "default_beta": DEFAULT_BETA, "needs": ["session_id", "control_hz"],
+    variants = [v for v in VARIANTS if v in getattr(backend, "rtc_variants", ())]
+    body = {"available": bool(variants), "variants": variants, "default_beta": DEFAULT_BETA,
+            "needs": ["session_id", "control_hz"],
             "delay": "the request's rtc.delay, else ceil(p90 of the session's last "
                      f"{LATENCY_WINDOW} server latencies x control_hz)", "section": "SERVING.md §12"}
-    if getattr(backend, "path", None) != "reference":
-        return {**body, "available": False, "reason": "real-time chunking runs on the torch reference path in "
-                                                      "this build"}
-    return {**body, "available": True}
+    if len(variants) < len(VARIANTS):
+        missing = ", ".join(v for v in VARIANTS if v not in variants)
+        body["not_here"] = f"{missing}: not on this backend ({backend_words(backend)})"
+    return body
 
 
 def parse_rtc(value, session_id, backend):
@@ -212,9 +214,15 @@ def parse_rtc(value, session_id, backend):
         raise RequestRefused("rtc.beta", "only the guided variant takes beta")
     if session_id is None:
         raise RequestRefused("rtc", "needs session_id (the steered steps come from the session's previous chunk)")
-    if getattr(backend, "path", None) != "reference":
-        raise RequestRefused("rtc", "real-time chunking runs on the torch reference path in this build")
+    variants = getattr(backend, "rtc_variants", ())
+    if value.variant not in variants:
+        raise RequestRefused("rtc.variant", f"{value.variant} real-time chunking does not run on this backend "
+                                            f"({backend_words(backend)}); it runs: {', '.join(variants) or 'none'}")
     return value
+
+
+def backend_words(backend) -> str:
+    return getattr(backend, "stage", None) or type(backend).__name__
 
 
 def check_session_fields(session_id, seq, control_hz) -> None:

@@ -57,7 +57,22 @@ def test_a_server_on_the_fast_path_boots_through_the_gate(server_env, monkeypatc
     monkeypatch.setenv("GR00T_TORCH_PATH", "fast")  # for an engine that does not pass the setting through
     with TestClient(create_app(load_config(env))) as c:
         info = c.get("/info").json()
-        response = c.post("/predict", json=c.get("/demo").json()["request"])
+        request = c.get("/demo").json()["request"]
+        response = c.post("/predict", json=request)
+        # RTC on the fast path: inpaint runs (frozen steps = the previous chunk's), guided is refused by name
+        del request["noise"]
+        session = {"session_id": "fast-arm", "control_hz": 30}
+        first = c.post("/predict", json={**request, **session, "seq": 0, "seed": 1}).json()
+        second = c.post("/predict", json={**request, **session, "seq": 1, "seed": 2,
+                                          "rtc": {"variant": "inpaint", "delay": 3}}).json()
+        guided = c.post("/predict", json={**request, **session, "seq": 2, "rtc": {"variant": "guided"}})
+    assert info["rtc"]["variants"] == ["inpaint"] and "guided" in info["rtc"]["not_here"]
+    plan = second["rtc"]
+    off, frozen = plan["offset"], plan["frozen"]
+    assert frozen == min(3, 16 - off) > 0, plan
+    for k, v in first["actions"].items():
+        assert second["actions"][k][:frozen] == v[off:off + frozen], k  # N1.5 absolute actions: exact
+    assert guided.status_code == 400 and guided.json()["error"]["field"] == "rtc.variant"
     assert info["backend"]["path"] == "fast" and info["backend"]["is_fp32_reference"] is False
     assert info["stage"] == "fast-fp32-cpu"
     f = info["fidelity"]

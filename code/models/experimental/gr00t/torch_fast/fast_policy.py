@@ -100,6 +100,8 @@ class StaticBuffers:
     prefix: Tensor | None = None
     kv: object = None  # the action head's cross K/V, once per request
     x: Tensor | None = None  # the Euler state
+    rtc_target: Tensor | None = None  # [1, H, D] RTC inpainting target (buffers keyed with RTC on)
+    rtc_mask: Tensor | None = None  # [1, H, 1] 1 on the frozen rows
 
 
 class FastPolicy:
@@ -150,6 +152,9 @@ class FastPolicy:
     def finish(self, action_pred: Tensor, inputs: PreparedInputs):
         return self.ref.finish(action_pred, inputs)
 
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs):
+        return self.ref.frozen_prefix(last_normalized, last_actions, steps, inputs)
+
     def get_action(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PolicyResult:
         return get_action(self, obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
@@ -185,7 +190,9 @@ class FastPolicy:
                 "noise": inputs.noise, **{k: keep(v) for k, v in self._taps(b).items()}}
 
     def _buffers(self, inputs: PreparedInputs):
-        key = self._signature(inputs)
+        if inputs.guide is not None:
+            raise ValueError("the fast path runs RTC's inpaint variant only (guided needs the reference's autograd)")
+        key = (*self._signature(inputs), inputs.inpaint is not None)  # RTC on: its own buffers (and graphs)
         if not self.pad:
             b = self._new_buffers(inputs, key)
             self._fill(b, inputs)
@@ -218,16 +225,22 @@ class FastPolicy:
             b.valid[:, :s] = True
         b.state.copy_(inputs.state)
         b.noise.copy_(inputs.noise)
+        if b.rtc_target is not None:
+            b.rtc_target.copy_(inputs.inpaint.target)
+            b.rtc_mask.copy_(inputs.inpaint.mask.unsqueeze(-1))
 
     def _new_common(self, inputs: PreparedInputs, length: int, n_image_tokens: int) -> StaticBuffers:
         dev, h = self.device, self.config.action_head
+        rtc = inputs.inpaint is not None
         return StaticBuffers(
             input_ids=torch.full((1, length), PAD_TOKEN_ID, dtype=torch.int64, device=dev),
             image_pos=torch.empty(n_image_tokens, dtype=torch.int64, device=dev),
             valid=torch.zeros(1, length, dtype=torch.bool, device=dev) if self.pad else None,
             state=torch.empty(1, 1, h.max_state_dim, device=dev),
             noise=torch.empty(1, h.action_horizon, h.action_dim, device=dev),
-            velocity=[None] * self.fast_head.num_steps, seq_len=0)
+            velocity=[None] * self.fast_head.num_steps, seq_len=0,
+            rtc_target=torch.empty(1, h.action_horizon, h.action_dim, device=dev) if rtc else None,
+            rtc_mask=torch.empty(1, h.action_horizon, 1, device=dev) if rtc else None)
 
     def _dit_stages(self, b: StaticBuffers, rows: dict) -> list:
         fh = self.fast_head
@@ -237,9 +250,14 @@ class FastPolicy:
                 if i == 0:
                     b.kv = fh.cross_kv(b.vl_embs, rows)
                     b.x = b.noise
+                if b.rtc_mask is not None:  # RTC inpaint, as the reference sampler does it (exact for a 0/1 mask)
+                    tau = i / fh.num_steps
+                    b.x = b.rtc_mask * ((1 - tau) * b.noise + tau * b.rtc_target) + (1 - b.rtc_mask) * b.x
                 v = fh.velocity(i, b.x, b.prefix, b.kv)
                 b.velocity[i] = v
                 b.x = b.x + fh.dt * v
+                if b.rtc_mask is not None and i == fh.num_steps - 1:
+                    b.x = b.rtc_mask * b.rtc_target + (1 - b.rtc_mask) * b.x
             return run
 
         return [(f"dit_step_{i}", step(i)) for i in range(fh.num_steps)]

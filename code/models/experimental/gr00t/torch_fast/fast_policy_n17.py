@@ -38,7 +38,7 @@ class FastPolicyN17(FastPolicy):
         return (length, grids, tuple(inputs.pixel_values.shape))
 
     def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> StaticBuffers:
-        length, grids, pixel_shape = key
+        length, grids, pixel_shape = key[:3]
         vc, dev, dt = self.config.backbone.vision, self.device, self.act_dtype
         visual = self.qwen.visual
         n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2

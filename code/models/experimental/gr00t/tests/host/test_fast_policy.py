@@ -165,3 +165,52 @@ def test_cuda_graph_bf16_path_matches_the_golden_and_its_own_eager_run(checkpoin
         assert max_abs_diff(got.action_pred, eager.get_action(obs, seed=5).action_pred) < 1e-2
         assert min(pcc(got.actions[k], want.actions[k]) for k in want.actions) >= BF16_ACTION_PCC_MIN
         assert {f"dit_step_{i}" for i in range(4)} <= set(got.timing_ms)
+
+
+def _with_inpaint(policy, version: str, frozen: int, seed: int = 5):
+    """Prepared inputs of the demo observation with an inpainting prefix of ``frozen`` rows (fixed values)."""
+    from models.experimental.gr00t.common.rtc import InpaintPrefix
+
+    inputs = policy.prepare(observation(version)[0], seed=seed)
+    dim = inputs.noise.shape[2]
+    rows = np.random.default_rng(frozen).uniform(-0.8, 0.8, (frozen, dim)).astype(np.float32)
+    inputs.inpaint = InpaintPrefix.build(rows, int(inputs.noise.shape[1]))
+    return inputs, rows
+
+
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=list(OPTIONS))
+def test_fast_path_inpaints_like_the_reference(reference, version, options):
+    """RTC inpaint on the fast path (its own buffers, keyed with RTC on): the frozen rows are the target exactly,
+    the chunk equals the reference sampler's within the fp32 tolerance, and the same buffers then serve a plain
+    request unchanged (no mask left behind)."""
+    from models.experimental.gr00t.common.policy import run_prepared
+
+    fast = type_for(version).from_reference(reference, **options)
+    for frozen in (3, 6):  # two delays through the same (padded: static) buffers
+        inputs, rows = _with_inpaint(fast, version, frozen)
+        got = run_prepared(fast, inputs)
+        want = run_prepared(reference, _with_inpaint(reference, version, frozen)[0])
+        assert np.array_equal(got.action_pred[:frozen], rows)
+        assert max_abs_diff(got.action_pred, want.action_pred) < FP32_ACTION_ATOL
+    plain = fast.get_action(observation(version)[0], seed=5)
+    assert max_abs_diff(plain.action_pred, reference.get_action(observation(version)[0], seed=5).action_pred) \
+        < FP32_ACTION_ATOL
+    assert not np.array_equal(plain.action_pred[:3], _with_inpaint(fast, version, 3)[1])
+    with pytest.raises(ValueError, match="inpaint variant only"):
+        from models.experimental.gr00t.common.rtc import GuidedPrefix
+
+        inputs = fast.prepare(observation(version)[0], seed=5)
+        inputs.guide = GuidedPrefix.build(np.zeros((4, inputs.noise.shape[2]), np.float32), 2,
+                                          int(inputs.noise.shape[1]))
+        fast.infer(inputs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none present)")
+def test_cuda_graph_path_inpaints_with_its_own_graphs(checkpoint, version):
+    from models.experimental.gr00t.common.policy import run_prepared
+
+    graphed = fast_policy_from_reference(load_reference_policy(checkpoint, version), device="cuda", dtype="bfloat16")
+    for frozen in (3, 6):
+        inputs, rows = _with_inpaint(graphed, version, frozen)
+        got = run_prepared(graphed, inputs)
+        assert np.array_equal(got.action_pred[:frozen], rows)
