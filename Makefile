@@ -16,7 +16,7 @@ PORT ?= 20000
 HOST ?= 127.0.0.1
 GR00T_VERSION ?= n15
 
-.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout serve bench-reference bench-backend estimate-tt-accuracy clean-venv
+.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout bench-peer serve bench-reference bench-backend estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -69,6 +69,10 @@ bench-batching: $(STAMP)
 # RTC evidence: 10-chunk rollouts, naive vs inpaint vs guided, both versions, random tiny weights (SERVING.md §12).
 rtc-rollout: $(STAMP)
 	$(PY) code/scripts/rtc_rollout.py --out-json $(or $(BENCH_JSON),benchmarks/results/rtc_rollout.json)
+
+# Ourselves vs LeRobot 0.6.1's GR00T N1.7 in one run on this machine (full size, fp32 CPU; builds .venv-peer once).
+bench-peer: $(STAMP)
+	PYTHONPATH=code:code/scripts $(PY) code/scripts/bench_peer.py --rounds $(or $(PEER_ROUNDS),2) --calls $(or $(PEER_CALLS),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)
