@@ -68,10 +68,19 @@ class TorchBackend(PolicyBackend):
             # fp32: the same tensors, so the golden costs no memory; bf16 consumed ref's tensors
             self.reference_policy = ref if dtype == "float32" else None
         self.threads = torch.get_num_threads()
-        # The reference takes stacked requests; the fast path's static buffers and CUDA graphs are batch 1.
-        self.batchable = None if self.path == "reference" else "the fast path runs batch-1 static buffers"
+        # Both paths take stacked requests; with static shapes (CUDA) the fast path runs them in batch buckets.
+        self.batchable = None
         # guided RTC needs autograd through the DiT: the reference's; the fast path's stages (and graphs) inpaint
         self.rtc_variants = ("inpaint", "guided") if self.path == "reference" else ("inpaint",)
+
+    def batch_buckets(self, max_batch: int) -> list[int] | None:
+        """The static batch sizes a server batching up to ``max_batch`` runs at (powers of two, each with its own
+        buffers and CUDA graphs), or None where any size runs as it is (the reference, the unpadded fast path)."""
+        from models.experimental.gr00t.torch_fast.fast_policy import batch_bucket
+
+        if self.path != "fast" or not self.policy.pad:
+            return None
+        return [1 << i for i in range(batch_bucket(max_batch).bit_length())]
 
     @property
     def action_shape(self) -> tuple[int, int]:

@@ -58,6 +58,7 @@ class Engine:
         self.last_device_error: dict | None = None
         self.batcher = None  # a MicroBatcher once booted with GR00T_MAX_BATCH > 1 on a backend that batches
         self.batching_off: str | None = "GR00T_MAX_BATCH=1"
+        self.batch_buckets: list[int] | None = None  # the backend's static batch sizes, when it has them
 
     @property
     def lost(self) -> bool:
@@ -207,6 +208,23 @@ class Engine:
         self.batching_off = None
         log.info("Micro-batching on: up to %d requests per model call, %.1f ms window", c.max_batch,
                  c.batch_window_ms)
+        self._warm_batch_buckets()
+
+    def _warm_batch_buckets(self) -> None:
+        """A backend with static batch buckets builds each bucket's buffers (and CUDA graphs) now, on the demo
+        request, so that the first batch of each size does not pay for them."""
+        from models.experimental.gr00t.common.observation import parse_observation
+
+        buckets = getattr(self.backend, "batch_buckets", lambda _: None)(self.config.max_batch)
+        self.batch_buckets = buckets
+        if not buckets:
+            return
+        request = load_demo_request(self.config.version)
+        prepared = self.backend.prepare(parse_observation(request, self.layout), noise=request["noise"])
+        for n in buckets[1:]:
+            t = time.perf_counter()
+            self.backend.run_batch([prepared] * n)
+            log.info("Warming up batch bucket %d (of %s): %.1f ms", n, buckets, (time.perf_counter() - t) * 1e3)
 
     # ---- requests -------------------------------------------------------------------------------
     def prepare(self, obs, *, noise, seed, state_dtype, deadline: float | None = None):
@@ -285,7 +303,12 @@ class Engine:
                   self.consecutive_device_errors, type(exc).__name__, first_line)
 
     def batching_info(self) -> dict[str, Any]:
-        return self.batcher.describe() if self.batcher else {"enabled": False, "reason": self.batching_off}
+        if not self.batcher:
+            return {"enabled": False, "reason": self.batching_off}
+        info = self.batcher.describe()
+        if self.batch_buckets:  # static shapes: a batch runs at the next bucket, padded with copies of a request
+            info["static_buckets"] = self.batch_buckets
+        return info
 
     def info(self) -> dict[str, Any]:
         import torch

@@ -172,3 +172,30 @@ def test_a_failing_batch_is_retried_request_by_request(batched, request_body, mo
     answers = post_together(batched, [{**request_body, "seed": 7 + i} for i in range(3)])
     assert [r.status_code for r in answers] == [200] * 3, [r.text for r in answers]
     assert all("batch_size" not in r.json() for r in answers)  # each ran alone
+
+
+def test_the_fast_path_batches_in_static_buckets_built_at_boot(server_config, client, request_body, monkeypatch):
+    """The fast path with static shapes (as on CUDA, here padded on the CPU in fp32): boot builds one set of
+    buffers per bucket up to GR00T_MAX_BATCH's (1, 2, 4 for 3), /info names them, and three concurrent requests
+    share one call in bucket 4, each answered as the unbatched reference server answers it."""
+    import functools
+
+    from models.experimental.gr00t.torch_fast import build
+
+    monkeypatch.setattr(build, "fast_policy_from_reference",
+                        functools.partial(build.fast_policy_from_reference, pad=True))
+    config = with_config(server_config, max_batch=3, batch_window_ms=1000.0, torch_path="fast")
+    del request_body["noise"]
+    bodies = [{**request_body, "seed": 20 + i} for i in range(3)]
+    with TestClient(create_app(config), raise_server_exceptions=False) as fast:
+        policy = fast.app.state.engine.backend.policy
+        assert policy.pad and sorted(e[0].input_ids.shape[0] for e in policy._static.values()) == [1, 2, 4]
+        info = fast.get("/info").json()
+        answers = post_together(fast, bodies)
+    assert info["backend"]["path"] == "fast" and info["batching"]["static_buckets"] == [1, 2, 4]
+    assert [r.status_code for r in answers] == [200] * 3, [r.text for r in answers]
+    assert [r.json()["batch_size"] for r in answers] == [3] * 3
+    for body, r in zip(bodies, answers):
+        alone = client.post("/predict", json=body).json()  # the unbatched reference server
+        for k, v in alone["actions"].items():
+            np.testing.assert_allclose(r.json()["actions"][k], v, rtol=0, atol=BATCH_ATOL * 10, err_msg=k)

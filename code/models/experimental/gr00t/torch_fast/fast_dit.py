@@ -136,7 +136,7 @@ class FastActionHead:
 
     # ---- adapter ------------------------------------------------------------------------------------
     def condition(self, features: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-        """vlln + VL self-attention; ``valid`` [1, S] masks padded keys (None: no padding)."""
+        """vlln + VL self-attention; ``valid`` [B, S] masks padded keys (None: no padding)."""
         x = self.head.vlln(features)
         mask = key_mask(valid)
         for blk in self.head.vl_self_attention.transformer_blocks:
@@ -149,16 +149,16 @@ class FastActionHead:
         return x
 
     def state_prefix(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(state_features [1, 1, w] fp32, the step-invariant token prefix [1, 1 (+32), w] in the DiT dtype)."""
+        """(state_features [B, 1, w] fp32, the step-invariant token prefix [B, 1 (+32), w] in the DiT dtype)."""
         enc = self.head.state_encoder
         sf = category_linear(enc.layer2, F.relu(category_linear(enc.layer1, state.float(), self.eid)), self.eid)
         parts = [sf]
         if self.c.num_target_vision_tokens:
-            parts.append(self.head.future_tokens.weight.float().unsqueeze(0))
+            parts.append(self.head.future_tokens.weight.float().unsqueeze(0).expand(sf.shape[0], -1, -1))
         return sf, torch.cat(parts, dim=1).to(self.dit_dtype)
 
     def cross_kv(self, vl_embs: torch.Tensor, rows: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]):
-        """K/V [1, H, S_kv, hd] of every cross block, with its key mask. ``rows[keys]`` = (row index into
+        """K/V [B, H, S_kv, hd] of every cross block, with its key mask. ``rows[keys]`` = (row index into
         ``vl_embs`` or None for all rows, valid mask over those rows or None)."""
         out = {}
         for i, blk in enumerate(self.head.model.transformer_blocks):
@@ -173,11 +173,12 @@ class FastActionHead:
 
     # ---- DiT ------------------------------------------------------------------------------------------
     def velocity(self, step: int, x: torch.Tensor, prefix: torch.Tensor, kv: dict) -> torch.Tensor:
-        """Noisy actions [1, H, A] fp32 at Euler step ``step`` → velocity [1, H, A] fp32."""
+        """Noisy actions [B, H, A] fp32 at Euler step ``step`` → velocity [B, H, A] fp32."""
         c, t, enc, dit = self.c, self.tables, self.head.action_encoder, self.head.model
         horizon, eid = c.action_horizon, self.eid
         a = category_linear(enc.W1, x, eid)
-        a = category_linear(enc.W3, F.silu(category_linear(enc.W2, torch.cat([a, t.tau[step]], dim=-1), eid)), eid)
+        tau = t.tau[step].expand(a.shape[0], -1, -1)
+        a = category_linear(enc.W3, F.silu(category_linear(enc.W2, torch.cat([a, tau], dim=-1), eid)), eid)
         a = a + self.head.position_embedding.weight[:horizon].float().unsqueeze(0)
         h = torch.cat([prefix, a.to(prefix.dtype)], dim=1)  # [1, T, w]
         last = len(dit.transformer_blocks) - 1

@@ -19,18 +19,23 @@ Versus the reference's ``infer`` (the golden, unchanged):
   the padded keys; padded rows are dropped from every tap. CPU does not pad (it would only add work);
   CUDA graphs need it (``graphs``).
 
+Micro-batching: ``infer`` takes B stacked requests of one ``batch_key`` (same prompt length and images), whose
+rows share their image-token positions. With static shapes B is rounded up to a power of two
+(``batch_bucket``), the extra rows copies of the last request, so each bucket has its own buffers and graphs.
+
 Stage laps match the reference's (vision / llm / adapter / dit_step_i); the per-request cross K/V
 is counted in ``dit_step_0``, where the reference spends it too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
 from ..common.policy import PolicyResult, PreparedInputs, get_action
+from ..common.rtc import InpaintPrefix
 from ..common.timing import Stopwatch
 from ..reference.policy import ReferencePolicyBase
 from ..reference.torch_qwen3 import Qwen3DecoderLayer, apply_rope
@@ -66,16 +71,42 @@ def qwen3_layer(layer: Qwen3DecoderLayer, x: torch.Tensor, cos: torch.Tensor, si
 Tensor = torch.Tensor
 
 
+def batch_bucket(rows: int) -> int:
+    """The static batch size that ``rows`` requests run at: the next power of two. A server batching up to
+    ``GR00T_MAX_BATCH`` = M then holds at most log2(M) + 1 sets of buffers (and CUDA graphs) per prompt shape."""
+    if rows < 1:
+        raise ValueError(f"a batch of {rows} requests")
+    return 1 << (rows - 1).bit_length()
+
+
+def pad_batch(inputs: PreparedInputs, bucket: int) -> PreparedInputs:
+    """``inputs`` (B stacked requests) with copies of the last request appended up to ``bucket`` rows. The
+    per-request image rows (and grids) are the last ``1 / B`` of those tensors."""
+    rows = int(inputs.input_ids.shape[0])
+    extra = bucket - rows
+
+    def grow(t: Tensor | None) -> Tensor | None:
+        if t is None:
+            return None
+        last = t[t.shape[0] - t.shape[0] // rows:]
+        return torch.cat([t, *[last] * extra])
+
+    inpaint = None if inputs.inpaint is None else InpaintPrefix(grow(inputs.inpaint.target), grow(inputs.inpaint.mask))
+    return replace(inputs, pixel_values=grow(inputs.pixel_values), input_ids=grow(inputs.input_ids),
+                   state=grow(inputs.state), noise=grow(inputs.noise), image_grid_thw=grow(inputs.image_grid_thw),
+                   inpaint=inpaint)
+
+
 @dataclass
 class StaticBuffers:
     """One request's device inputs, per-shape tables and stage outputs: fresh per request, or (padded)
     static and reused, so that the stages can be captured as CUDA graphs."""
 
-    input_ids: Tensor  # [1, L] prompt ids, right-padded with PAD_TOKEN_ID
-    image_pos: Tensor  # [N_image_tokens] positions of the image tokens
-    valid: Tensor | None  # [1, L] real (not padded) rows; None unpadded
-    state: Tensor  # [1, 1, max_state_dim]
-    noise: Tensor  # [1, H, D]
+    input_ids: Tensor  # [B, L] prompt ids, right-padded with PAD_TOKEN_ID
+    image_pos: Tensor  # [N_image_tokens] positions of the image tokens (the same in every row)
+    valid: Tensor | None  # [B, L] real (not padded) rows; None unpadded
+    state: Tensor  # [B, 1, max_state_dim]
+    noise: Tensor  # [B, H, D]
     velocity: list  # per Euler step
     seq_len: int = 0  # real prompt length of the current request
     pixel_values: Tensor | None = None
@@ -100,8 +131,8 @@ class StaticBuffers:
     prefix: Tensor | None = None
     kv: object = None  # the action head's cross K/V, once per request
     x: Tensor | None = None  # the Euler state
-    rtc_target: Tensor | None = None  # [1, H, D] RTC inpainting target (buffers keyed with RTC on)
-    rtc_mask: Tensor | None = None  # [1, H, 1] 1 on the frozen rows
+    rtc_target: Tensor | None = None  # [B, H, D] RTC inpainting target (buffers keyed with RTC on)
+    rtc_mask: Tensor | None = None  # [B, H, 1] 1 on the frozen rows
 
 
 class FastPolicy:
@@ -176,8 +207,13 @@ class FastPolicy:
 
     @torch.inference_mode()
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
+        """B stacked requests of one ``batch_key`` (``stack_inputs``) → the taps, batch rows in request order.
+        Static shapes (``pad``) round B up to its bucket (``batch_bucket``) with copies of the last request,
+        whose rows are computed and dropped, so a server sees one set of buffers and graphs per bucket."""
         clock = clock or Stopwatch()
-        b, graphs = self._buffers(inputs)
+        rows = int(inputs.input_ids.shape[0])
+        bucket = batch_bucket(rows) if self.pad else rows
+        b, graphs = self._buffers(inputs if bucket == rows else pad_batch(inputs, bucket))
         if graphs is not None:
             for name, ms in graphs.replay().items():
                 clock.add(name, ms)
@@ -185,7 +221,10 @@ class FastPolicy:
             for name, fn in self._stages(b):
                 fn()
                 clock.lap(name, self.device)
-        keep = (lambda t: t.clone()) if self.pad else (lambda t: t)  # static buffers are overwritten next call
+        def keep(t: torch.Tensor) -> torch.Tensor:  # the real requests' rows; static buffers are overwritten next call
+            t = t if bucket == rows else t[:t.shape[0] // bucket * rows]
+            return t.clone() if self.pad else t
+
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, **{k: keep(v) for k, v in self._taps(b).items()}}
 
@@ -208,12 +247,16 @@ class FastPolicy:
         return entry[0], entry[1]
 
     def _fill_common(self, b: StaticBuffers, inputs: PreparedInputs, image_token: int) -> None:
-        """Prompt ids (right-padded), image-token positions, valid mask, state and noise."""
+        """Prompt ids (right-padded), image-token positions, valid mask, state and noise; the rows of a batch
+        share their image-token positions (one ``batch_key``: same length and images), checked here."""
         ids = inputs.input_ids
         s = ids.shape[1]
         if s > b.input_ids.shape[1]:
             raise ValueError(f"prompt of {s} tokens exceeds the static length {b.input_ids.shape[1]}")
-        pos = (ids[0] == image_token).nonzero().flatten()
+        is_image = ids == image_token
+        if not bool((is_image == is_image[:1]).all()):
+            raise ValueError("the requests of a batch place their image tokens differently")
+        pos = is_image[0].nonzero().flatten()
         if pos.numel() != b.image_pos.numel():
             raise ValueError(f"prompt has {pos.numel()} image tokens but the images give {b.image_pos.numel()}")
         b.seq_len = s
@@ -230,17 +273,19 @@ class FastPolicy:
             b.rtc_mask.copy_(inputs.inpaint.mask.unsqueeze(-1))
 
     def _new_common(self, inputs: PreparedInputs, length: int, n_image_tokens: int) -> StaticBuffers:
+        """Buffers for ``inputs``' batch of B rows; ``n_image_tokens`` per row."""
         dev, h = self.device, self.config.action_head
         rtc = inputs.inpaint is not None
+        n = int(inputs.input_ids.shape[0])
         return StaticBuffers(
-            input_ids=torch.full((1, length), PAD_TOKEN_ID, dtype=torch.int64, device=dev),
+            input_ids=torch.full((n, length), PAD_TOKEN_ID, dtype=torch.int64, device=dev),
             image_pos=torch.empty(n_image_tokens, dtype=torch.int64, device=dev),
-            valid=torch.zeros(1, length, dtype=torch.bool, device=dev) if self.pad else None,
-            state=torch.empty(1, 1, h.max_state_dim, device=dev),
-            noise=torch.empty(1, h.action_horizon, h.action_dim, device=dev),
+            valid=torch.zeros(n, length, dtype=torch.bool, device=dev) if self.pad else None,
+            state=torch.empty(n, 1, h.max_state_dim, device=dev),
+            noise=torch.empty(n, h.action_horizon, h.action_dim, device=dev),
             velocity=[None] * self.fast_head.num_steps, seq_len=0,
-            rtc_target=torch.empty(1, h.action_horizon, h.action_dim, device=dev) if rtc else None,
-            rtc_mask=torch.empty(1, h.action_horizon, 1, device=dev) if rtc else None)
+            rtc_target=torch.empty(n, h.action_horizon, h.action_dim, device=dev) if rtc else None,
+            rtc_mask=torch.empty(n, h.action_horizon, 1, device=dev) if rtc else None)
 
     def _dit_stages(self, b: StaticBuffers, rows: dict) -> list:
         fh = self.fast_head

@@ -44,7 +44,8 @@ class FastPolicyN15(FastPolicy):
 
     def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> StaticBuffers:
         length, e = key[0], self.config.backbone
-        b = self._new_common(inputs, length, inputs.pixel_values.shape[0] * e.tokens_per_image)
+        images_per_row = inputs.pixel_values.shape[0] // inputs.input_ids.shape[0]
+        b = self._new_common(inputs, length, images_per_row * e.tokens_per_image)
         b.pixel_values = torch.empty(key[1], dtype=self.act_dtype, device=self.device)
         cos, sin = rope_cos_sin(torch.arange(length, device=self.device), e.text.head_dim, e.text.rope_theta)
         b.cos, b.sin = cos.to(self.act_dtype), sin.to(self.act_dtype)
@@ -60,11 +61,11 @@ class FastPolicyN15(FastPolicy):
 
         def vision() -> None:
             b.vision = siglip_features(eagle.vision_model.vision_model, b.pixel_values, fz)
-            b.vit = eagle.mlp1(b.vision)  # [N_img, 256, D_llm]
+            b.vit = eagle.mlp1(b.vision)  # [B·N_img, 256, D_llm]
 
         def language() -> None:
             x = llm.embed_tokens(b.input_ids)
-            x.index_copy_(1, b.image_pos, b.vit.reshape(1, -1, b.vit.shape[-1]).to(x.dtype))  # the splice
+            x.index_copy_(1, b.image_pos, b.vit.reshape(x.shape[0], -1, b.vit.shape[-1]).to(x.dtype))  # the splice
             for layer in llm.layers:
                 x = qwen3_layer(layer, x, b.cos, b.sin, fz)
             b.features = llm.norm(x)

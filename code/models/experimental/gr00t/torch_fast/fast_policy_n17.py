@@ -41,7 +41,8 @@ class FastPolicyN17(FastPolicy):
         length, grids, pixel_shape = key[:3]
         vc, dev, dt = self.config.backbone.vision, self.device, self.act_dtype
         visual = self.qwen.visual
-        n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2
+        # a batch's grids are its rows' grids in turn (one batch_key: every row has the same ones)
+        n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2 // inputs.input_ids.shape[0]
         b = self._new_common(inputs, length, n_image)
         b.grids = [list(g) for g in grids]
         # patch_embed casts, as in the reference
@@ -54,7 +55,8 @@ class FastPolicyN17(FastPolicy):
         b.cos = torch.empty(1, 1, length, hd, dtype=dt, device=dev)
         b.sin = torch.empty(1, 1, length, hd, dtype=dt, device=dev)
         b.text_idx = torch.empty(length - n_image, dtype=torch.int64, device=dev)
-        b.text_valid = torch.zeros(1, length - n_image, dtype=torch.bool, device=dev) if self.pad else None
+        rows = inputs.input_ids.shape[0]
+        b.text_valid = torch.zeros(rows, length - n_image, dtype=torch.bool, device=dev) if self.pad else None
         return b
 
     def _fill(self, b: StaticBuffers, inputs: PreparedInputs) -> None:
@@ -62,7 +64,9 @@ class FastPolicyN17(FastPolicy):
         self._fill_common(b, inputs, c.image_token_id)
         b.pixel_values.copy_(inputs.pixel_values)
         s, length = b.seq_len, b.input_ids.shape[1]
-        pos = rope_index(inputs.input_ids, inputs.image_grid_thw, c)  # [3, 1, S] host-side
+        # [3, 1, S] host-side, from row 0: the rows share image positions (checked above) and grids (batch_key)
+        rows = inputs.input_ids.shape[0]
+        pos = rope_index(inputs.input_ids[:1], inputs.image_grid_thw[:len(inputs.image_grid_thw) // rows], c)
         if length > s:  # padded rows continue the text positions (they never reach a real row)
             tail = torch.arange(1, length - s + 1).expand(3, 1, -1) + pos.max()
             pos = torch.cat([pos, tail], dim=2)
@@ -74,7 +78,7 @@ class FastPolicyN17(FastPolicy):
         text = (~is_image).nonzero().flatten()
         b.text_idx.copy_(text)
         if b.text_valid is not None:
-            b.text_valid.copy_((text < s)[None])
+            b.text_valid.copy_((text < s)[None].expand(rows, -1))
 
     def _stages(self, b: StaticBuffers) -> list:
         visual, lm, fh, fz = self.qwen.visual, self.qwen.language_model, self.fast_head, self.fz
@@ -91,11 +95,12 @@ class FastPolicyN17(FastPolicy):
 
         def language() -> None:
             x = lm.embed_tokens(b.input_ids)
-            x.index_copy_(1, b.image_pos, b.vision_embeds.unsqueeze(0).to(x.dtype))
+            rows = x.shape[0]  # the merged tokens of a batch are its rows' in turn
+            x.index_copy_(1, b.image_pos, b.vision_embeds.view(rows, -1, x.shape[-1]).to(x.dtype))
             for i, layer in enumerate(lm.layers):
                 x = qwen3_layer(layer, x, b.cos, b.sin, fz)
                 if i < len(b.deepstack):
-                    x = x.index_add(1, b.image_pos, b.deepstack[i].unsqueeze(0).to(x.dtype))
+                    x = x.index_add(1, b.image_pos, b.deepstack[i].view(rows, -1, x.shape[-1]).to(x.dtype))
             b.features = x  # raw output of the last kept layer (no final norm, as the reference)
 
         def adapter() -> None:

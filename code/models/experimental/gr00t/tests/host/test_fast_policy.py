@@ -214,3 +214,110 @@ def test_cuda_graph_path_inpaints_with_its_own_graphs(checkpoint, version):
         inputs, rows = _with_inpaint(graphed, version, frozen)
         got = run_prepared(graphed, inputs)
         assert np.array_equal(got.action_pred[:frozen], rows)
+
+
+# ---- micro-batching on the fast path (SERVING.md §13) ----------------------------------------------------------
+FAST_BATCH_ATOL = 1e-5  # fp32, batched vs alone; measured 0 unpadded, 5e-7 (N1.5) / 1.2e-6 (N1.7) padded (Zen 4)
+
+
+def _batch_of(policy, version: str, n: int, frozen: list[int] | None = None):
+    """``n`` prepared demo requests that differ in pixels, state and seed (a row mix-up would show), optionally
+    each with an inpainting prefix of its own length."""
+    from models.experimental.gr00t.common.rtc import InpaintPrefix
+
+    out = []
+    for i in range(n):
+        p = policy.prepare(observation(version)[0], seed=100 + i)
+        p.pixel_values = p.pixel_values + 0.01 * i
+        p.state = p.state + 0.05 * i
+        if frozen is not None:
+            rows = np.random.default_rng(i).uniform(-0.8, 0.8, (frozen[i], p.noise.shape[2])).astype(np.float32)
+            p.inpaint = InpaintPrefix.build(rows, int(p.noise.shape[1]))
+        out.append(p)
+    return out
+
+
+def test_batch_buckets_are_the_next_power_of_two():
+    from models.experimental.gr00t.torch_fast.fast_policy import batch_bucket
+
+    assert [batch_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 64)] == [1, 2, 4, 4, 8, 8, 16, 64]
+    with pytest.raises(ValueError):
+        batch_bucket(0)
+
+
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=list(OPTIONS))
+def test_a_fast_path_batch_gives_every_request_its_unbatched_answer(reference, version, options):
+    """Three stacked requests: every tap row equals the request run alone (fp32, within FAST_BATCH_ATOL); the
+    static path runs them in bucket 4 (a copy of the last request fills it) and hands back three rows."""
+    from models.experimental.gr00t.common.policy import stack_inputs
+
+    fast = type_for(version).from_reference(reference, **options)
+    batch = _batch_of(fast, version, 3)
+    alone = [fast.infer(p) for p in batch]
+    together = fast.infer(stack_inputs(batch))
+    for k in ("action_pred", "vl_embs", "state_features", "backbone_features"):
+        assert together[k].shape[0] == 3, k
+        worst = max(max_abs_diff(together[k][i:i + 1], alone[i][k]) for i in range(3))
+        assert worst <= FAST_BATCH_ATOL, (k, worst)
+    vision = "vision_features" if version == "n15" else "vision_embeds"
+    assert together[vision].shape[0] == 3 * alone[0][vision].shape[0]
+    assert max_abs_diff(alone[0]["action_pred"], alone[1]["action_pred"]) > 1e-2  # the rows really differ
+    if fast.pad:
+        assert sorted(entry[0].input_ids.shape[0] for entry in fast._static.values()) == [1, 4]
+    else:
+        assert not fast._static
+
+
+def test_a_bf16_static_batch_matches_its_requests_alone(checkpoint, version):
+    """The CUDA path's numerics on the CPU (bf16 GEMMs, padded, fused): a batch of 3 in bucket 4."""
+    from models.experimental.gr00t.common.policy import stack_inputs
+
+    fast = fast_policy_from_reference(load_reference_policy(checkpoint, version), dtype="bfloat16", pad=True, fuse=True)
+    batch = _batch_of(fast, version, 3)
+    alone = [fast.infer(p)["action_pred"] for p in batch]
+    together = fast.infer(stack_inputs(batch))["action_pred"]
+    worst = max(max_abs_diff(together[i:i + 1], alone[i]) for i in range(3))
+    print(f"{version} bf16 batch of 3 vs alone: max |d| {worst:.3g}")
+    assert worst <= 1e-2, worst  # measured 0 on the CPU; on CUDA a bucket of 4 may pick other GEMM kernels
+
+
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=list(OPTIONS))
+def test_a_fast_path_batch_inpaints_each_row_with_its_own_delay(reference, version, options):
+    from models.experimental.gr00t.common.policy import stack_inputs
+
+    fast = type_for(version).from_reference(reference, **options)
+    frozen = [2, 5, 3]
+    batch = _batch_of(fast, version, 3, frozen)
+    together = fast.infer(stack_inputs(batch))["action_pred"]
+    for i, p in enumerate(batch):
+        assert torch.equal(together[i, :frozen[i]], p.inpaint.target[0, :frozen[i]])
+        assert max_abs_diff(together[i:i + 1], fast.infer(p)["action_pred"]) <= FAST_BATCH_ATOL
+
+
+def test_a_batch_whose_rows_place_their_images_differently_is_refused(reference, version):
+    from models.experimental.gr00t.common.policy import stack_inputs
+
+    fast = type_for(version).from_reference(reference)
+    a, b = _batch_of(fast, version, 2)
+    image_token = reference.config.backbone.image_token_index if version == "n15" \
+        else reference.config.backbone.image_token_id
+    ids = b.input_ids.clone()
+    first = int((ids[0] == image_token).nonzero()[0])
+    ids[0, first], ids[0, first - 1] = ids[0, first - 1].item(), image_token  # one image token a row earlier
+    b.input_ids = ids
+    with pytest.raises(ValueError, match="place their image tokens differently"):
+        fast.infer(stack_inputs([a, b]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none present)")
+def test_cuda_graph_batches_run_in_buckets_with_their_own_graphs(checkpoint, version):
+    from models.experimental.gr00t.common.policy import stack_inputs
+
+    graphed = fast_policy_from_reference(load_reference_policy(checkpoint, version), device="cuda", dtype="bfloat16")
+    batch = _batch_of(graphed, version, 3)
+    alone = [graphed.infer(p)["action_pred"].cpu() for p in batch]
+    for _ in range(2):  # capture, then replay
+        together = graphed.infer(stack_inputs(batch))["action_pred"].cpu()
+        assert together.shape[0] == 3
+        assert max(max_abs_diff(together[i:i + 1], alone[i]) for i in range(3)) <= 1e-2
+    assert sum(entry[1] is not None for entry in graphed._static.values()) == 2  # bucket 1 and bucket 4
