@@ -321,7 +321,7 @@ def hostile_bodies(draw, demo_request: dict) -> bytes:
     for _ in range(draw(st.integers(1, 3))):
         key = draw(st.sampled_from(TOP_KEYS) | st.text(max_size=6))
         target = body
-        if key in ("images", "state") and isinstance(body.get(key), dict) and draw(st.booleans()):
+        if key in ("images", "state") and isinstance(body.get(key), dict) and body[key] and draw(st.booleans()):
             target, key = body[key], draw(st.sampled_from(sorted(body[key])) | st.text(max_size=6))
         if draw(st.booleans()) and key in target:
             del target[key]
