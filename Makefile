@@ -63,8 +63,9 @@ robot-demo: $(STAMP)
 
 # Micro-batching: 1/2/4/8 closed-loop 30 Hz robots, unbatched vs batched servers in one run (SERVING.md §13).
 # Full size: make bench-batching BATCH_WEIGHTS=synthetic:full BATCH_SECONDS=1 BATCH_MIN=2
+# The fast path: BATCH_PATH=fast (on a GPU also BATCH_DTYPE=bfloat16: static buckets with CUDA graphs)
 bench-batching: $(STAMP)
-	$(PY) code/scripts/bench_batching.py --version $(GR00T_VERSION) --weights $(or $(BATCH_WEIGHTS),synthetic:tiny) --seconds $(or $(BATCH_SECONDS),10) --min-requests $(or $(BATCH_MIN),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	$(PY) code/scripts/bench_batching.py --version $(GR00T_VERSION) --weights $(or $(BATCH_WEIGHTS),synthetic:tiny) --seconds $(or $(BATCH_SECONDS),10) --min-requests $(or $(BATCH_MIN),3) --torch-path $(or $(BATCH_PATH),reference) --torch-dtype $(or $(BATCH_DTYPE),float32) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # RTC evidence: 10-chunk rollouts, naive vs inpaint vs guided, both versions, random tiny weights (SERVING.md §12).
 rtc-rollout: $(STAMP)

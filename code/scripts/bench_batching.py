@@ -12,7 +12,8 @@ per second, all robots together), the client-side latency p50 / p99, and the mea
 The servers are booted here, one at a time, on 127.0.0.1 (loopback only), and stopped after their mode.
 
     python code/scripts/bench_batching.py [--version n15] [--weights synthetic:tiny] [--robots 1,2,4,8]
-        [--hz 30] [--seconds 10] [--min-requests 3] [--window-ms 3] [--json out.json]
+        [--hz 30] [--seconds 10] [--min-requests 3] [--window-ms 3] [--torch-path reference|fast]
+        [--torch-dtype float32|bfloat16] [--json out.json]
 
 ``make bench-batching`` runs it on synthetic:tiny; ``make bench-batching BATCH_WEIGHTS=synthetic:full
 BATCH_SECONDS=1 BATCH_MIN=2`` on the full-size checkpoint (a CPU request takes seconds there: each robot sends
@@ -140,16 +141,20 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--min-requests", type=int, default=3)
     ap.add_argument("--window-ms", type=float, default=3.0)
+    ap.add_argument("--torch-path", default="reference", choices=("reference", "fast"),
+                    help="GR00T_TORCH_PATH of both servers (on a GPU: fast, with --torch-dtype bfloat16)")
+    ap.add_argument("--torch-dtype", default="float32", choices=("float32", "bfloat16"))
     ap.add_argument("--json")
     args = ap.parse_args()
     counts = [int(x) for x in args.robots.split(",")]
     most = max(counts)
     modes = {"unbatched": {"GR00T_MAX_BATCH": "1"},
              "batched": {"GR00T_MAX_BATCH": str(most), "GR00T_BATCH_WINDOW_MS": str(args.window_ms)}}
-    base_env = {"GR00T_VERSION": args.version, "GR00T_WEIGHTS": args.weights, "GR00T_TORCH_PATH": "reference",
-                "GR00T_MAX_QUEUE": str(max(8, most))}
+    base_env = {"GR00T_VERSION": args.version, "GR00T_WEIGHTS": args.weights, "GR00T_TORCH_PATH": args.torch_path,
+                "GR00T_TORCH_DTYPE": args.torch_dtype, "GR00T_MAX_QUEUE": str(max(8, most))}
     out = {"cpu": cpu_model(), "version": args.version, "weights": args.weights, "hz": args.hz,
            "seconds": args.seconds, "min_requests": args.min_requests, "window_ms": args.window_ms,
+           "torch_path": args.torch_path, "torch_dtype": args.torch_dtype,
            "command": " ".join(sys.argv), "rows": []}
     logs = Path(tempfile.mkdtemp(prefix="gr00t-bench-batching-"))
     for mode, env in modes.items():
@@ -159,7 +164,7 @@ def main() -> int:
             info = get(url + "/info")
             request = get(url + "/demo")["request"]
             request.pop("noise", None)
-            print(f"    batching: {info['batching']}", flush=True)
+            print(f"    stage {info['stage']}, batching: {info['batching']}", flush=True)
             for _ in range(2):  # warm the request path (and the batcher)
                 post(url + "/predict", json.dumps(request).encode())
             for n in counts:
