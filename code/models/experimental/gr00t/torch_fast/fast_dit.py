@@ -180,7 +180,7 @@ class FastActionHead:
         tau = t.tau[step].expand(a.shape[0], -1, -1)
         a = category_linear(enc.W3, F.silu(category_linear(enc.W2, torch.cat([a, tau], dim=-1), eid)), eid)
         a = a + self.head.position_embedding.weight[:horizon].float().unsqueeze(0)
-        h = torch.cat([prefix, a.to(prefix.dtype)], dim=1)  # [1, T, w]
+        h = torch.cat([prefix, a.to(prefix.dtype)], dim=1)  # [B, T, w]
         last = len(dit.transformer_blocks) - 1
         for i, blk in enumerate(dit.transformer_blocks):
             h = self._block(blk, h, t.ada[step][i], kv.get(i), horizon if i == last else None)

@@ -221,6 +221,7 @@ class FastPolicy:
             for name, fn in self._stages(b):
                 fn()
                 clock.lap(name, self.device)
+
         def keep(t: torch.Tensor) -> torch.Tensor:  # the real requests' rows; static buffers are overwritten next call
             t = t if bucket == rows else t[:t.shape[0] // bucket * rows]
             return t.clone() if self.pad else t
