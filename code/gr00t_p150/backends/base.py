@@ -30,6 +30,10 @@ class Backend(Protocol):
     batchable: str | None  # None when ``run_batch`` takes several requests in one model call, else why not
     rtc_variants: tuple[str, ...]  # the real-time chunking variants its sampler runs (SERVING.md §12)
 
+    def batch_buckets(self, max_batch: int) -> list[int] | None:
+        """The static batch sizes that batches of up to ``max_batch`` run at (each built at boot), or None where
+        a batch runs at its own size."""
+
     def run(self, prepared) -> PolicyResult:
         """Run the model and un-normalise, on the device thread."""
 
@@ -74,6 +78,9 @@ class PolicyBackend:
 
     batchable: str | None = "this backend runs one request at a time"
     rtc_variants: tuple[str, ...] = ()
+
+    def batch_buckets(self, max_batch: int) -> list[int] | None:
+        return None
 
     def run(self, prepared: Prepared) -> PolicyResult:
         """Device work, on the device thread: the model, then un-normalisation."""

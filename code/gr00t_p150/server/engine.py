@@ -215,7 +215,7 @@ class Engine:
         request, so that the first batch of each size does not pay for them."""
         from models.experimental.gr00t.common.observation import parse_observation
 
-        buckets = getattr(self.backend, "batch_buckets", lambda _: None)(self.config.max_batch)
+        buckets = self.backend.batch_buckets(self.config.max_batch)
         self.batch_buckets = buckets
         if not buckets:
             return

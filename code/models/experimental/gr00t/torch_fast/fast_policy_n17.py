@@ -40,9 +40,9 @@ class FastPolicyN17(FastPolicy):
     def _new_buffers(self, inputs: PreparedInputs, key: tuple) -> StaticBuffers:
         length, grids, pixel_shape = key[:3]
         vc, dev, dt = self.config.backbone.vision, self.device, self.act_dtype
-        visual = self.qwen.visual
+        visual, rows = self.qwen.visual, inputs.input_ids.shape[0]
         # a batch's grids are its rows' grids in turn (one batch_key: every row has the same ones)
-        n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2 // inputs.input_ids.shape[0]
+        n_image = sum(t * h * w for t, h, w in grids) // vc.spatial_merge_size**2 // rows
         b = self._new_common(inputs, length, n_image)
         b.grids = [list(g) for g in grids]
         # patch_embed casts, as in the reference
@@ -55,7 +55,6 @@ class FastPolicyN17(FastPolicy):
         b.cos = torch.empty(1, 1, length, hd, dtype=dt, device=dev)
         b.sin = torch.empty(1, 1, length, hd, dtype=dt, device=dev)
         b.text_idx = torch.empty(length - n_image, dtype=torch.int64, device=dev)
-        rows = inputs.input_ids.shape[0]
         b.text_valid = torch.zeros(rows, length - n_image, dtype=torch.bool, device=dev) if self.pad else None
         return b
 
