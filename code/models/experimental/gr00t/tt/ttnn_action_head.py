@@ -61,14 +61,25 @@ class TtActionHead:
         self.decoder_dt = (ttnn.multiply(w[dec + "W"], self.dt), ttnn.multiply(w[dec + "b"], self.dt))
         self.steps = []
         for bucket in timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets):
-            tau = action_sinusoid(torch.full((1, c.action_horizon), bucket), d)  # [1, H, w], constant per bucket
+            tau = action_sinusoid(torch.full((1, self.tokens_padded), bucket), d)  # [1, T_pad, w], per bucket
             self.steps.append((self.dit.modulation(bucket), put(tau)))
-        self.future = (ttnn.reshape(w[HEAD + "future_tokens.weight"], [1, c.num_target_vision_tokens, d])
-                       if c.num_target_vision_tokens else None)  # N1.5's learned future tokens; N1.7 has none
-        self.positions = ttnn.reshape(w[HEAD + "position_embedding.weight"], [1, c.action_horizon, d])
-        self.token_padding = put(torch.zeros(1, self.tokens_padded - self.tokens, d))
-        mask = torch.zeros(1, 1, self.tokens_padded, self.tokens_padded)
-        mask[..., self.tokens:] = NEG_INF  # padding rows are never keys
+        # Tile-aligned token order (attention is order-free here: the DiT has no positions of its own and every
+        # mask is per key): rows 0..H-1 the actions, row H the state, zeros, N1.5's future tokens at the last
+        # ``num_target_vision_tokens`` rows. The Euler state keeps all T_pad rows, so no step concatenates or
+        # slices; ``rows_in`` pads the noise on the host and ``actions`` / the host read take rows 0..H-1.
+        h, t_pad, f = c.action_horizon, self.tokens_padded, c.num_target_vision_tokens
+        if h + 1 > t_pad - f:
+            raise ConfigError(f"{h} actions, the state and {f} future tokens do not fit {t_pad} rows")
+        positions = ttnn.reshape(w[HEAD + "position_embedding.weight"], [1, c.action_horizon, d])
+        future = [ttnn.reshape(w[HEAD + "future_tokens.weight"], [1, f, d])] if f else []  # N1.7 has none
+        # positions and future tokens (once, at load); the state row is added per request
+        self.token_base = ttnn.concat([positions, put(torch.zeros(1, t_pad - h - f, d)), *future], dim=1)
+        onehot = torch.zeros(1, t_pad, d)
+        onehot[0, h] = 1.0
+        self.state_row = put(onehot)
+        self.action_rows = put((torch.arange(t_pad) < h).float().reshape(1, t_pad, 1).expand(1, t_pad, d).contiguous())
+        mask = torch.zeros(1, 1, t_pad, t_pad)
+        mask[..., h + 1:t_pad - f] = NEG_INF  # padding rows are never keys
         self.self_mask = put(mask)
 
     # ---- per request -----------------------------------------------------------------------------
@@ -80,31 +91,44 @@ class TtActionHead:
         """Encoded state [1, 1, 64] → the state token [1, 1, 1536]."""
         return category_mlp(self.w, state, HEAD + "state_encoder")
 
+    def tokens_base(self, state_features: ttnn.Tensor) -> ttnn.Tensor:
+        """The DiT rows that do not change within a request [1, T_pad, w]: positions on the action rows (the
+        actions are added per step), the state token on row H, N1.5's future tokens, zeros."""
+        return ttnn.addcmul(self.token_base, self.state_row, state_features)
+
+    def rows_in(self, noise: torch.Tensor) -> torch.Tensor:
+        """Host noise [1, H, D] → the padded Euler state [1, T_pad, D] (zero rows past H)."""
+        out = torch.zeros(1, self.tokens_padded, noise.shape[-1], dtype=noise.dtype)
+        out[:, : noise.shape[1]] = noise
+        return out
+
+    def actions(self, x: ttnn.Tensor) -> ttnn.Tensor:
+        """Padded rows [1, T_pad, D] → the action rows [1, H, D] (taps and tests; the host read slices itself)."""
+        return ttnn.slice(x, [0, 0, 0], [1, self.c.action_horizon, x.shape[-1]])
+
     # ---- Euler loop ------------------------------------------------------------------------------
-    def velocity(self, x: ttnn.Tensor, step: int, state_features: ttnn.Tensor, kv: list,
+    def velocity(self, x: ttnn.Tensor, step: int, base: ttnn.Tensor, kv: list,
                  cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor]) -> ttnn.Tensor:
-        """Noisy actions [1, H, D] (bf16) → the Euler increment dt·velocity [1, H, D] (bf16). ``cross_mask``: as
-        ``TtDiT`` takes it (one mask, or N1.7's text / image pair)."""
-        w, c = self.w, self.c
+        """Noisy actions [1, T_pad, D] (bf16, rows past H ignored) → the Euler increment dt·velocity [1, T_pad, D]
+        (bf16; rows past H are garbage, never read). ``base``: ``tokens_base``. ``cross_mask``: as ``TtDiT`` takes it
+        (one mask, or N1.7's text / image pair)."""
+        w = self.w
         mod, tau = self.steps[step]
         p = HEAD + "action_encoder."
         a = category_linear(w, x, p + "W1")
         a = category_linear(w, category_linear(w, ttnn.concat([a, tau], dim=-1), p + "W2", "silu"), p + "W3")
-        a = ttnn.add(a, self.positions)
-        parts = [state_features, self.future, a, self.token_padding]
-        tokens = ttnn.concat([t for t in parts if t is not None], dim=1)  # [1, 64, w]
+        tokens = ttnn.addcmul(base, a, self.action_rows)  # the action rows of a over the base, tile-aligned
         out = self.dit(tokens, mod, kv, cross_mask, self.self_mask)
-        first = self.tokens - c.action_horizon
-        out = ttnn.slice(out, [0, first, 0], [1, self.tokens, out.shape[-1]])  # the action rows
         return category_mlp(w, out, HEAD + "action_decoder", *self.decoder_dt)
 
-    def sample(self, noise: ttnn.Tensor, state_features: ttnn.Tensor, kv: list,
+    def sample(self, noise: ttnn.Tensor, base: ttnn.Tensor, kv: list,
                cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None) -> ttnn.Tensor:
-        """float32 noise [1, H, D] → float32 normalised actions [1, H, D]."""
+        """float32 padded noise [1, T_pad, D] (``rows_in``) → float32 normalised actions on rows 0..H-1 of
+        [1, T_pad, D]. ``velocities`` (taps only) collects each step's velocity [1, H, D]."""
         x = noise
         for i in range(len(self.steps)):
-            step = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, state_features, kv, cross_mask)
+            step = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, base, kv, cross_mask)
             if velocities is not None:  # taps only: the velocity itself (exact, dt is a power of two)
-                velocities.append(ttnn.multiply(step, 1.0 / self.dt))
+                velocities.append(self.actions(ttnn.multiply(step, 1.0 / self.dt)))
             x = ttnn.add(x, step, dtype=ttnn.float32)  # float32 state + bf16 increment, in float32
         return x

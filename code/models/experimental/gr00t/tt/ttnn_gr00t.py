@@ -45,9 +45,10 @@ def prompt_buffers(s) -> dict[str, tuple[list[int], str, str]]:
 
 
 def head_buffers(s) -> dict[str, tuple[list[int], str, str]]:
-    """The action head's buffers: the encoded state and the float32 initial noise."""
+    """The action head's buffers: the encoded state and the float32 initial noise, zero-padded to the DiT's rows
+    (``TtActionHead.rows_in``)."""
     return {"state": ([1, 1, s.state_dim], "bfloat16", "tile"),
-            "noise": ([1, s.horizon, s.action_dim], "float32", "tile")}
+            "noise": ([1, s.dit_tokens, s.action_dim], "float32", "tile")}
 
 
 def host_cast(t: torch.Tensor, dtype: str) -> torch.Tensor:
@@ -109,7 +110,7 @@ class TtGr00tModel:
         vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
         vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
         return {"input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask, "state": state.float(),
-                "noise": noise.float()}
+                "noise": self.head.rows_in(noise.float())}
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         """``host_inputs`` of a ``PreparedInputs`` (the version's own signature)."""
@@ -134,15 +135,17 @@ class TtGr00tModel:
         self.outputs["vl_embs"] = vl
         self.outputs["cross_kv"] = self.head.dit.cross_kv(vl)
         self.outputs["state_features"] = self.head.state_features(self.inputs["state"])
+        self.outputs["tokens_base"] = self.head.tokens_base(self.outputs["state_features"])
 
     def denoise(self, taps: dict | None = None) -> None:
         self._check_unfrozen()
         velocities = [] if taps is not None else None
         o = self.outputs
-        o["action_pred"] = self.head.sample(self.inputs["noise"], o["state_features"], o["cross_kv"],
-                                            self.cross_mask(), velocities)
+        o["euler_state"] = self.head.sample(self.inputs["noise"], o["tokens_base"], o["cross_kv"], self.cross_mask(),
+                                            velocities)
         if taps is not None:
             taps.update({f"velocity_{i}": v for i, v in enumerate(velocities)})
+            taps["action_pred"] = self.head.actions(o["euler_state"])
 
     def forward(self, taps: dict | None = None) -> ttnn.Tensor:
         """The untraced model over the current input buffers; ``taps`` collects stage outputs."""
@@ -150,8 +153,8 @@ class TtGr00tModel:
             getattr(self, stage)(taps)
         if taps is not None:
             taps.update({k: v for k, v in self.outputs.items() if k != "cross_kv"})
-        return self.outputs["action_pred"]
+        return self.outputs["euler_state"]
 
     def read_actions(self) -> torch.Tensor:
         """float32 normalised action chunk [1, H, D] (blocks until the device is done)."""
-        return ttnn.to_torch(self.outputs["action_pred"]).float()
+        return ttnn.to_torch(self.outputs["euler_state"])[:, : self.shapes.horizon].float()

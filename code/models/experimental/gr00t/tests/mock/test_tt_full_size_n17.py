@@ -152,10 +152,11 @@ def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
     vl = head.condition(put(torch.zeros(1, S_PAD, c.backbone_embedding_dim)), put(torch.zeros(1, 1, S_PAD, S_PAD)))
     cross = {k: put(torch.zeros(1, 1, head.tokens_padded, S_PAD)) for k in ("text", "image")}
     kv, sf = head.dit.cross_kv(vl), head.state_features(put(torch.zeros(1, 1, c.max_state_dim)))
-    x = put(torch.zeros(1, c.action_horizon, c.action_dim), dtype=ttnn.float32)
-    head.sample(x, sf, kv, cross)
+    base = head.tokens_base(sf)
+    x = put(head.rows_in(torch.zeros(1, c.action_horizon, c.action_dim)), dtype=ttnn.float32)
+    head.actions(head.sample(x, base, kv, cross))
     before = mock_device.num_program_cache_entries()
-    out = head.sample(x, sf, kv, cross)
+    out = head.actions(head.sample(x, base, kv, cross))
     print(f"full-size N1.7 action head on the mock P150: {before} programs in the cache, "
           f"{time.perf_counter() - t0:.1f} s with weight upload")
     assert mock_device.num_program_cache_entries() == before
@@ -196,7 +197,7 @@ def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     assert model.w.used == set(model.w.names())  # every converted weight is read
     o = model.outputs
     assert tuple(o["vision_embeds"].shape) == (1, 448, 2048) and tuple(o["backbone_features"].shape) == (1, 512, 2048)
-    assert tuple(o["action_pred"].shape) == (1, 40, 132) and o["action_pred"].dtype == ttnn.float32
+    assert tuple(o["euler_state"].shape) == (1, 64, 132) and o["euler_state"].dtype == ttnn.float32
     again = mock_device.num_program_cache_entries()
     model.forward()
     assert mock_device.num_program_cache_entries() == again  # static shapes: the second forward builds nothing

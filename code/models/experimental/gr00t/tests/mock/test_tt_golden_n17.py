@@ -349,8 +349,9 @@ def test_the_n17_action_head_data_flow_equals_the_fp32_reference(mock_device, he
         vl_mask[..., s:] = NEG_INF  # the padded prompt rows are never keys
         padded = torch.cat([features, torch.zeros(1, S_PAD - s, features.shape[-1])], dim=1)
         vl = head.condition(shim.from_torch(padded), shim.from_torch(vl_mask))
-        got = head.sample(shim.from_torch(noise, dtype=shim.float32), head.state_features(shim.from_torch(state)),
-                          head.dit.cross_kv(vl), cross)
+        base = head.tokens_base(head.state_features(shim.from_torch(state)))
+        got = head.actions(head.sample(shim.from_torch(head.rows_in(noise), dtype=shim.float32), base,
+                                       head.dit.cross_kv(vl), cross))
     assert head.tokens == 1 + HEAD_CFG.action_horizon  # no future tokens in N1.7
     d = max_abs_diff(got[0].float().numpy(), want[0].numpy())
     moved = max_abs_diff(want[0].numpy(), noise[0].numpy())
@@ -381,10 +382,11 @@ def test_the_n17_action_head_runs_on_the_mock_p150(mock_device, head_reference):
     cross = {k: put(torch.zeros(1, 1, rows, S_PAD)) for k in ("text", "image")}
     vl = head.condition(put(torch.zeros(1, S_PAD, HEAD_CFG.backbone_embedding_dim)),
                         put(torch.zeros(1, 1, S_PAD, S_PAD)))
-    kv, sf, x = head.dit.cross_kv(vl), head.state_features(put(state)), put(noise, dtype=ttnn.float32)
-    head.sample(x, sf, kv, cross)
+    kv, x = head.dit.cross_kv(vl), put(head.rows_in(noise), dtype=ttnn.float32)
+    base = head.tokens_base(head.state_features(put(state)))
+    head.actions(head.sample(x, base, kv, cross))
     before = mock_device.num_program_cache_entries()
-    out = head.sample(x, sf, kv, cross)
+    out = head.actions(head.sample(x, base, kv, cross))
     assert mock_device.num_program_cache_entries() == before
     assert list(out.shape) == [1, HEAD_CFG.action_horizon, HEAD_CFG.action_dim] and out.dtype == ttnn.float32
     assert weights.used == set(weights.names())
