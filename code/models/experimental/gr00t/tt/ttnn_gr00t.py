@@ -148,7 +148,8 @@ class TtGr00tModel:
             taps["action_pred"] = self.head.actions(o["euler_state"])
 
     def forward(self, taps: dict | None = None) -> ttnn.Tensor:
-        """The untraced model over the current input buffers; ``taps`` collects stage outputs."""
+        """The untraced model over the current input buffers → the padded Euler state [1, T_pad, D] (the chunk is its
+        first H rows: ``read_actions``); ``taps`` collects stage outputs, ``action_pred`` cut to [1, H, D]."""
         for stage in STAGES:
             getattr(self, stage)(taps)
         if taps is not None:
