@@ -70,10 +70,10 @@ class TtActionHead:
         h, t_pad, f = c.action_horizon, self.tokens_padded, c.num_target_vision_tokens
         if h + 1 > t_pad - f:
             raise ConfigError(f"{h} actions, the state and {f} future tokens do not fit {t_pad} rows")
-        positions = ttnn.reshape(w[HEAD + "position_embedding.weight"], [1, c.action_horizon, d])
+        positions = ttnn.reshape(w[HEAD + "position_embedding.weight"], [1, h, d])
         future = [ttnn.reshape(w[HEAD + "future_tokens.weight"], [1, f, d])] if f else []  # N1.7 has none
         # positions and future tokens (once, at load); the state row is added per request
-        self.token_base = ttnn.concat([positions, put(torch.zeros(1, t_pad - h - f, d)), *future], dim=1)
+        self.constant_rows = ttnn.concat([positions, put(torch.zeros(1, t_pad - h - f, d)), *future], dim=1)
         onehot = torch.zeros(1, t_pad, d)
         onehot[0, h] = 1.0
         self.state_row = put(onehot)
@@ -94,7 +94,7 @@ class TtActionHead:
     def tokens_base(self, state_features: ttnn.Tensor) -> ttnn.Tensor:
         """The DiT rows that do not change within a request [1, T_pad, w]: positions on the action rows (the
         actions are added per step), the state token on row H, N1.5's future tokens, zeros."""
-        return ttnn.addcmul(self.token_base, self.state_row, state_features)
+        return ttnn.addcmul(self.constant_rows, self.state_row, state_features)
 
     def rows_in(self, noise: torch.Tensor) -> torch.Tensor:
         """Host noise [1, H, D] → the padded Euler state [1, T_pad, D] (zero rows past H)."""
