@@ -40,6 +40,7 @@ from gr00t_p150.server.schemas import PredictRequest
 from gr00t_p150.server.settings import load_config
 from gr00t_p150.server.weights import resolve_weights
 from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.common.host_threads import frame_workers, set_frame_workers
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.policy import PolicyResult
 
@@ -88,10 +89,13 @@ def main(argv=None) -> int:
     ap.add_argument("--model", action="store_true",
                     help="run the (tiny) model between encode and decode_actions, as a server does: the host "
                          "stages then start with the caches the model left, as they do in the server")
+    ap.add_argument("--frame-workers", type=int, help="GR00T_FRAME_WORKERS (default: the server's, min(4, CPUs))")
     ap.add_argument("--profile", choices=["decode", "encode", "decode_actions", "respond"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.frame_workers is not None:
+        set_frame_workers(args.frame_workers)
     layout = get_layout(DEFAULT_LAYOUT[args.version])
     env = {"GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1"} if args.backend == "ttnn-mock" else {}
     config = load_config({**os.environ, "GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny", **env})
@@ -121,6 +125,7 @@ def main(argv=None) -> int:
     rows["host_total"] = {"median_ms": round(statistics.median(total), 3),
                           "p90_ms": round(sorted(total)[int(0.9 * args.n)], 3), "min_ms": round(min(total), 3)}
     print(f"{args.version} host path, {args.n} requests after 5 warm-ups, torch threads {args.threads}, "
+          f"frame workers {frame_workers()}, "
           f"{platform.processor() or platform.machine()}")
     print(f"{'stage (ms)':<20}{'median':>10}{'p90':>10}{'min':>10}")
     for k, r in rows.items():

@@ -21,6 +21,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from models.experimental.gr00t.common.host_threads import set_frame_workers, single_threaded_torch
+
 from . import memory, signals
 from .admission import DeadlineExpired
 from .contract import model_name
@@ -28,7 +30,6 @@ from .demo import load_demo_request
 from .engine import Engine
 from .errors import BootError, NonFiniteActions, RequestRefused, as_request_refused, register
 from .guards import Guards, Runtime
-from .host_threads import single_threaded_torch
 from .metrics import CONTENT_TYPE
 from .schemas import ERROR_RESPONSES, ErrorBody, PredictRequest, PredictResponse, ResetRequest
 from .sessions import attach_rtc, check_session_fields, parse_rtc, rtc_capabilities, rtc_plan
@@ -112,6 +113,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         try:
             cfg = config or load_config()
             runtime.configure(cfg)
+            set_frame_workers(cfg.frame_workers)
             engine = Engine(cfg, on_device_error=runtime.metrics.device_errors.inc)
             app.state.engine = engine
             await engine.start()

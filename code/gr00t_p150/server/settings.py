@@ -79,6 +79,7 @@ class ServerConfig:
     session_ttl_s: float = 300.0  # GR00T_SESSION_TTL_S: a session idle this long is forgotten
     max_batch: int = 1  # GR00T_MAX_BATCH: requests run as one model call (micro-batching); 1 = off
     batch_window_ms: float = 3.0  # GR00T_BATCH_WINDOW_MS: how long the oldest request waits for others; 0 = off
+    frame_workers: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))  # GR00T_FRAME_WORKERS: threads a request's camera frames are decoded/resized on, 1-16
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -211,6 +212,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         session_ttl_s=_seconds(env, "GR00T_SESSION_TTL_S", 300.0, 1.0, 86_400.0),
         max_batch=_int(env, "GR00T_MAX_BATCH", 1, 1, 64),
         batch_window_ms=_number(env, "GR00T_BATCH_WINDOW_MS", 3.0, 0.0, 1000.0, float, "a number of milliseconds"),
+        frame_workers=_int(env, "GR00T_FRAME_WORKERS", min(4, os.cpu_count() or 1), 1, 16),
     )
 
 

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from models.experimental.gr00t.common.errors import InputError
+from models.experimental.gr00t.common.host_threads import single_threaded_torch
 from models.experimental.gr00t.common.layouts import Layout
 
 from .errors import NonFiniteActions, RequestRefused, as_request_refused
-from .host_threads import single_threaded_torch
 
 SESSION_KEYS = ("session_id", "seq", "control_hz", "rtc")  # what a wire request may add for a robot session (§12)
 MAX_BATCH = 16  # items of one batched GR00T request (each runs alone, in order)

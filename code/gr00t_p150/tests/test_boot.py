@@ -5,6 +5,7 @@ unavailable backends or weights fail with one line saying what to do."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from fastapi.testclient import TestClient
@@ -32,7 +33,9 @@ def test_mesh_shape_spellings():
      ({"GR00T_VERSION": "n15", "GR00T_LAYOUT": "droid"}, "GR00T_LAYOUT"),
      ({"GR00T_VERSION": "n15", "GR00T_EMBODIMENT": "oxe_droid"}, "GR00T_EMBODIMENT"),
      ({"GR00T_VERSION": "n15", "GR00T_WEIGHTS": "/no/such/dir"}, "GR00T_WEIGHTS"),
-     ({"GR00T_VERSION": "n15", "TT_MESH_SHAPE": "big"}, "TT_MESH_SHAPE")],
+     ({"GR00T_VERSION": "n15", "TT_MESH_SHAPE": "big"}, "TT_MESH_SHAPE"),
+     ({"GR00T_VERSION": "n15", "GR00T_FRAME_WORKERS": "0"}, "GR00T_FRAME_WORKERS"),
+     ({"GR00T_VERSION": "n15", "GR00T_FRAME_WORKERS": "17"}, "GR00T_FRAME_WORKERS")],
     ids=lambda x: x if isinstance(x, str) else None,
 )
 def test_bad_settings_name_the_variable(env, variable):
@@ -45,6 +48,8 @@ def test_defaults_follow_the_published_manifest():
     assert (c.embodiment, c.layout, c.weights, c.backend) == ("gr1", "gr1", "hub", "auto")
     assert (c.warmup_runs, c.warmup_pcc_min, c.mesh_shape) == (3, 0.999, (1, 1))
     assert c.weights_revision == "869830fc749c35f34771aa5209f923ac57e4564e"
+    assert c.frame_workers == min(4, os.cpu_count() or 1)
+    assert load_config({"GR00T_VERSION": "n15", "GR00T_FRAME_WORKERS": "3"}).frame_workers == 3
 
 
 def test_n17_defaults_follow_its_published_manifest():

@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Request threads run torch single-threaded; other threads keep the process-wide setting."""
+"""Request threads run torch single-threaded; other threads keep the process-wide setting; a request's frames
+spread over the frame workers give the loop's results and the loop's first error."""
 
 from __future__ import annotations
 
 import threading
+import time
 
+import pytest
 import torch
 
 from gr00t_p150.server import memory
-from gr00t_p150.server.host_threads import single_threaded_torch
+from models.experimental.gr00t.common import host_threads
+from models.experimental.gr00t.common.host_threads import single_threaded_torch
 
 
 def _in_thread(fn):
@@ -58,3 +62,54 @@ def test_limit_arenas_sets_one_unless_the_environment_says(monkeypatch):
     assert memory.limit_arenas() == 1 and calls == [(memory.M_ARENA_MAX, 1)]
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert memory.limit_arenas() is None and len(calls) == 1
+
+
+@pytest.fixture
+def workers():
+    """Set the frame workers for one test; the process setting comes back afterwards."""
+    before = host_threads.frame_workers()
+    yield host_threads.set_frame_workers
+    host_threads.set_frame_workers(before)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_frame_map_equals_the_loop_and_uses_the_helpers(workers, n):
+    workers(n)
+    seen = set()
+
+    def slow_square(x):
+        seen.add(threading.get_ident())
+        time.sleep(0.01)  # long enough that the helpers take items before the caller has drained them all
+        return x * x
+
+    assert host_threads.frame_map(slow_square, list(range(8))) == [x * x for x in range(8)]
+    assert len(seen) == n  # the caller plus n - 1 helpers
+    assert host_threads.frame_map(slow_square, []) == []
+
+
+def test_frame_map_raises_the_first_failing_item_like_the_loop(workers):
+    workers(2)
+
+    def fn(x):
+        if x == 1:
+            time.sleep(0.05)  # item 3 fails first in time; item 1's error must still be the one raised
+            raise ValueError("item 1")
+        if x == 3:
+            raise KeyError("item 3")
+        return x
+
+    with pytest.raises(ValueError, match="item 1"):
+        host_threads.frame_map(fn, list(range(6)))
+    assert host_threads.frame_map(fn, [0, 2, 4]) == [0, 2, 4]  # the pool is still usable
+
+
+def test_frame_helpers_are_single_threaded_in_torch(workers):
+    workers(2)
+    threads = host_threads.frame_map(lambda _: (time.sleep(0.01), torch.get_num_threads())[1], range(4))
+    assert set(threads) <= {1, torch.get_num_threads()} and 1 in threads
+
+
+def test_set_frame_workers_refuses_out_of_range(workers):
+    for bad in (0, host_threads.MAX_FRAME_WORKERS + 1):
+        with pytest.raises(ValueError, match="frame workers"):
+            workers(bad)

@@ -10,6 +10,7 @@ import torch
 
 from .configs_n17 import Gr00tN17Config
 from .errors import InputError
+from .host_threads import frame_map
 from .layouts import Layout
 from .normalization_n17 import DroidStats, decode_actions, normalize_state
 from .observation import Observation, check_aspect
@@ -36,7 +37,7 @@ def prepare_n17(config: Gr00tN17Config, layout: Layout, stats: DroidStats, obs: 
     raw_state = {k: np.asarray(x, dtype={"float64": np.float64, "float32": np.float32}[state_dtype]).astype(np.float64)
                  for k, x in obs.state.items()}
     check_pose(raw_state)
-    pixel_values, grid = qwen_pixel_values([droid_frame(f) for f in frames], v.patch_size, v.temporal_patch_size,
+    pixel_values, grid = qwen_pixel_values(frame_map(droid_frame, frames), v.patch_size, v.temporal_patch_size,
                                            v.spatial_merge_size)
     merge = v.spatial_merge_size**2
     prompt = encode_n17_prompt(obs.instruction, tokens_per_image=[int(g.prod()) // merge for g in grid],

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .host_threads import frame_map
 from .layouts import Layout
 from .preprocessing import check_side, decode_image
 from .prompts import check_instruction_length
@@ -80,29 +81,37 @@ def check_aspect(field: str, h: int, w: int, layout: Layout) -> None:
 
 
 def parse_images(images: Any, layout: Layout) -> dict[str, list[np.ndarray]]:
+    """The frames of every camera, checked and decoded (side by side on the frame workers: ``frame_map``);
+    the error raised is the one a camera-by-camera, frame-by-frame loop meets first."""
     _exact_keys("images", images, list(layout.cameras), "camera")
-    out = {}
+    jobs, count_error = [], None
     for cam in layout.cameras:
         value = images[cam]
         frames = value if isinstance(value, list) else [value]
         if len(frames) != layout.frames_per_camera:
-            raise InputError(f"images.{cam}",
-                             f"has {len(frames)} frame(s); this layout takes exactly {layout.frames_per_camera}")
-        decoded = []
-        for i, frame in enumerate(frames):
-            field = f"images.{cam}" if layout.frames_per_camera == 1 else f"images.{cam}[{i}]"
-            if isinstance(frame, np.ndarray):  # already decoded (library use)
-                if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
-                    raise InputError(field, "must be a uint8 [H, W, 3] RGB array")
-                check_side(field, frame.shape[0], frame.shape[1])
-                check_aspect(field, frame.shape[0], frame.shape[1], layout)
-                decoded.append(frame)
-            elif isinstance(frame, str):
-                decoded.append(decode_image(frame, field, check=lambda h, w, f=field: check_aspect(f, h, w, layout)))
-            else:
-                raise InputError(field, "must be a base64-encoded PNG or JPEG string")
-        out[cam] = decoded
-    return out
+            count_error = InputError(f"images.{cam}", f"has {len(frames)} frame(s); this layout takes exactly "
+                                                      f"{layout.frames_per_camera}")
+            break  # the frames of the cameras before it are still checked first, as the loop would
+        jobs += [(f"images.{cam}" if layout.frames_per_camera == 1 else f"images.{cam}[{i}]", frame)
+                 for i, frame in enumerate(frames)]
+    decoded = frame_map(lambda job: _frame(*job, layout), jobs)
+    if count_error is not None:
+        raise count_error
+    n = layout.frames_per_camera
+    return {cam: decoded[k * n:(k + 1) * n] for k, cam in enumerate(layout.cameras)}
+
+
+def _frame(field: str, frame: Any, layout: Layout) -> np.ndarray:
+    """One frame of a request: a decoded uint8 RGB array (library use) checked, or a base64 image decoded."""
+    if isinstance(frame, np.ndarray):  # already decoded (library use)
+        if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+            raise InputError(field, "must be a uint8 [H, W, 3] RGB array")
+        check_side(field, frame.shape[0], frame.shape[1])
+        check_aspect(field, frame.shape[0], frame.shape[1], layout)
+        return frame
+    if isinstance(frame, str):
+        return decode_image(frame, field, check=lambda h, w: check_aspect(field, h, w, layout))
+    raise InputError(field, "must be a base64-encoded PNG or JPEG string")
 
 
 def parse_observation(data: Any, layout: Layout) -> Observation:

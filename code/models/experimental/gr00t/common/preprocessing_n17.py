@@ -25,6 +25,7 @@ import torch
 from torchvision.transforms.v2 import functional as TF
 
 from .errors import InputError
+from .host_threads import frame_map
 
 SHORTEST_EDGE = 256
 CROP_FRACTION = 0.95
@@ -130,18 +131,22 @@ def qwen_pixel_values(frames: list[np.ndarray], patch_size: int = PATCH_SIZE,
     ``patchify(qwen_normalize(resize))`` per frame, concatenated, computed as its cheaper equivalent: the
     resized frame is made contiguous in uint8 (the resize returns a channels-last view, whose 3-element
     pixel stride would make the patch copy a gather), normalised there by the same two float32 operations
-    per value, and copied once in merge order into both time steps of one output buffer."""
+    per value, and copied once in merge order into both time steps of one output buffer. Frames are filled
+    side by side on the frame workers (``host_threads.frame_map``), each into its own rows."""
     sizes = [smart_resize(f.shape[0], f.shape[1], factor=patch_size * merge_size) for f in frames]
     counts = [(h // patch_size) * (w // patch_size) for h, w in sizes]
+    starts = [sum(counts[:i]) for i in range(len(counts))]
     out = torch.empty(sum(counts), 3, temporal_patch_size, patch_size, patch_size)
-    row = 0
-    for rgb, (h, w), n in zip(frames, sizes, counts):
-        norm = resize_bicubic_uint8(rgb, h, w).contiguous().to(torch.float32)
+
+    def fill(i: int) -> None:  # frame i's rows of ``out``: frames are independent (``frame_map``)
+        (h, w), n, row = sizes[i], counts[i], starts[i]
+        norm = resize_bicubic_uint8(frames[i], h, w).contiguous().to(torch.float32)
         norm.sub_(127.5).div_(127.5)  # == qwen_normalize, bit for bit: exact u8 → float, then the same two ops
         blocks = merge_order(norm, patch_size, merge_size).unsqueeze(5)  # [.., C, 1, p, p]
         out[row:row + n].view(*blocks.shape[:5], temporal_patch_size, patch_size, patch_size).copy_(
             blocks.expand(-1, -1, -1, -1, -1, temporal_patch_size, -1, -1))
-        row += n
+
+    frame_map(fill, range(len(frames)))
     grids = torch.tensor([(1, h // patch_size, w // patch_size) for h, w in sizes], dtype=torch.int64)
     return out.view(len(out), -1), grids
 

@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from models.experimental.gr00t.common import host_threads
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.preprocessing_n17 import (
     droid_frame,
@@ -142,6 +143,21 @@ def test_square_and_mixed_frames_equal_the_fast_processor_bit_for_bit():
     assert pixel_values.shape == (256 + 448 + 256, 1536)
     assert torch.equal(grid, theirs["image_grid_thw"])
     assert torch.equal(pixel_values, theirs["pixel_values"])  # frame order survives transformers' grouping
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_pixel_values_on_any_number_of_frame_workers_equal_the_fast_processor(workers):
+    """The frames are filled side by side (``host_threads.frame_map``); one worker is the plain loop."""
+    frames = [*droid_frames(2), droid_frame(make_frame(9, (256, 256))), *droid_frames(1)]
+    before = host_threads.frame_workers()
+    host_threads.set_frame_workers(workers)
+    try:
+        pixel_values, grid = qwen_pixel_values(frames)
+    finally:
+        host_threads.set_frame_workers(before)
+    theirs = Qwen2VLImageProcessor(**QWEN3_VL_KWARGS)(images=frames, return_tensors="pt")
+    assert torch.equal(grid, theirs["image_grid_thw"])
+    assert torch.equal(pixel_values, theirs["pixel_values"])
 
 
 def test_pil_processor_differs_by_at_most_one_grey_level():
