@@ -79,7 +79,8 @@ class ServerConfig:
     session_ttl_s: float = 300.0  # GR00T_SESSION_TTL_S: a session idle this long is forgotten
     max_batch: int = 1  # GR00T_MAX_BATCH: requests run as one model call (micro-batching); 1 = off
     batch_window_ms: float = 3.0  # GR00T_BATCH_WINDOW_MS: how long the oldest request waits for others; 0 = off
-    frame_workers: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))  # GR00T_FRAME_WORKERS: threads a request's camera frames are decoded/resized on, 1-16
+    # GR00T_FRAME_WORKERS: threads (1-16) a request's camera frames are decoded and resized on
+    frame_workers: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
 
     def to_dict(self) -> dict:
         d = asdict(self)
