@@ -113,3 +113,22 @@ def test_set_frame_workers_refuses_out_of_range(workers):
     for bad in (0, host_threads.MAX_FRAME_WORKERS + 1):
         with pytest.raises(ValueError, match="frame workers"):
             workers(bad)
+
+
+def test_changing_the_workers_mid_map_lets_the_running_map_finish(workers):
+    workers(2)
+    started = threading.Event()
+
+    def fn(x):
+        started.set()
+        time.sleep(0.01)
+        return -x
+
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("v", host_threads.frame_map(fn, list(range(10)))))
+    t.start()
+    assert started.wait(10)
+    workers(3)  # while the map above still submits to and waits on the old pool
+    t.join(30)
+    assert out["v"] == [-x for x in range(10)]
+    assert host_threads.frame_map(fn, list(range(6))) == [-x for x in range(6)]

@@ -70,13 +70,13 @@ def frame_workers() -> int:
 
 
 def set_frame_workers(n: int) -> None:
-    """Set ``frame_workers`` (1…16) for the process; a pool of another size is shut down once idle."""
+    """Set ``frame_workers`` (1…16) for the process. A pool of another size is only let go: a ``frame_map``
+    still using it finishes on it, and its threads end once nothing refers to it (the executor's own cleanup)."""
     global _workers, _pool
     if not 1 <= n <= MAX_FRAME_WORKERS:
         raise ValueError(f"frame workers must be 1…{MAX_FRAME_WORKERS}, got {n}")
     with _pool_lock:
-        if n != _workers and _pool is not None:
-            _pool.shutdown(wait=False)
+        if n != _workers:
             _pool = None
         _workers = n
 
