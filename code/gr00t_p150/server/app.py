@@ -21,8 +21,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from models.experimental.gr00t.common.host_threads import set_frame_workers, single_threaded_torch
-
 from . import memory, signals
 from .admission import DeadlineExpired
 from .contract import model_name
@@ -113,6 +111,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         try:
             cfg = config or load_config()
             runtime.configure(cfg)
+            from models.experimental.gr00t.common.host_threads import set_frame_workers  # the port: at boot
+
             set_frame_workers(cfg.frame_workers)
             engine = Engine(cfg, on_device_error=runtime.metrics.device_errors.inc)
             app.state.engine = engine
@@ -169,6 +169,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             session, arrived_at, rtc.delay, engine.backend.action_shape[0], rtc.variant, rtc.beta)
 
         def decode_and_prepare():  # one worker-thread hop for all host work before the device
+            from models.experimental.gr00t.common.host_threads import single_threaded_torch  # loaded at boot
+
             single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
             obs = _decode(engine, body)
             t = time.perf_counter()
