@@ -75,16 +75,17 @@ def workers():
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_frame_map_equals_the_loop_and_uses_the_helpers(workers, n):
     workers(n)
-    seen = set()
+    seen, barrier = set(), threading.Barrier(n, timeout=10)
 
-    def slow_square(x):
+    def square(x):
         seen.add(threading.get_ident())
-        time.sleep(0.01)  # long enough that the helpers take items before the caller has drained them all
+        if x < n:  # a thread holding one of the first n items waits for n threads: only the helpers can come
+            barrier.wait()
         return x * x
 
-    assert host_threads.frame_map(slow_square, list(range(8))) == [x * x for x in range(8)]
+    assert host_threads.frame_map(square, list(range(8))) == [x * x for x in range(8)]
     assert len(seen) == n  # the caller plus n - 1 helpers
-    assert host_threads.frame_map(slow_square, []) == []
+    assert host_threads.frame_map(square, []) == []
 
 
 def test_frame_map_raises_the_first_failing_item_like_the_loop(workers):
