@@ -41,6 +41,10 @@ def parse_torch_path(env: Mapping[str, str]) -> str:
     return _choice(env, "GR00T_TORCH_PATH", "auto", TORCH_PATHS)
 
 
+# as common/host_threads.py starts with (it is the port's, and importing the server imports nothing of it)
+DEFAULT_FRAME_WORKERS = min(4, os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     version: str
@@ -80,7 +84,7 @@ class ServerConfig:
     max_batch: int = 1  # GR00T_MAX_BATCH: requests run as one model call (micro-batching); 1 = off
     batch_window_ms: float = 3.0  # GR00T_BATCH_WINDOW_MS: how long the oldest request waits for others; 0 = off
     # GR00T_FRAME_WORKERS: threads (1-16) a request's camera frames are decoded and resized on
-    frame_workers: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
+    frame_workers: int = DEFAULT_FRAME_WORKERS
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -213,7 +217,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         session_ttl_s=_seconds(env, "GR00T_SESSION_TTL_S", 300.0, 1.0, 86_400.0),
         max_batch=_int(env, "GR00T_MAX_BATCH", 1, 1, 64),
         batch_window_ms=_number(env, "GR00T_BATCH_WINDOW_MS", 3.0, 0.0, 1000.0, float, "a number of milliseconds"),
-        frame_workers=_int(env, "GR00T_FRAME_WORKERS", min(4, os.cpu_count() or 1), 1, 16),
+        frame_workers=_int(env, "GR00T_FRAME_WORKERS", DEFAULT_FRAME_WORKERS, 1, 16),
     )
 
 
