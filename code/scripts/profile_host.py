@@ -89,16 +89,18 @@ def main(argv=None) -> int:
     ap.add_argument("--model", action="store_true",
                     help="run the (tiny) model between encode and decode_actions, as a server does: the host "
                          "stages then start with the caches the model left, as they do in the server")
-    ap.add_argument("--frame-workers", type=int, help="GR00T_FRAME_WORKERS (default: the server's, min(4, CPUs))")
+    ap.add_argument("--frame-workers", type=int,
+                    help="overrides GR00T_FRAME_WORKERS (default: the server's, min(4, CPUs))")
     ap.add_argument("--profile", choices=["decode", "encode", "decode_actions", "respond"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if args.frame_workers is not None:
-        set_frame_workers(args.frame_workers)
     layout = get_layout(DEFAULT_LAYOUT[args.version])
     env = {"GR00T_BACKEND": "ttnn", "GR00T_TT_MOCK": "1"} if args.backend == "ttnn-mock" else {}
+    if args.frame_workers is not None:
+        env["GR00T_FRAME_WORKERS"] = str(args.frame_workers)
     config = load_config({**os.environ, "GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny", **env})
+    set_frame_workers(config.frame_workers)  # as the server's lifespan does
     weights = resolve_weights(config, lambda m: print(m, file=sys.stderr))
     engine = Engine(config)
     engine.layout, engine.weights = layout, weights
