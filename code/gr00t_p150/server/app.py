@@ -288,7 +288,7 @@ def _response(engine: Engine, body: PredictRequest, obs, result) -> dict:
     if not all(np.isfinite(a).all() for a in result.actions.values()):
         raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
     weights, backend = engine.weights, engine.backend.describe()  # described once per response
-    answer = result_to_json(result)
+    answer = result_to_json(result, normalized=body.return_normalized)
     out = {
         "actions": answer["actions"],
         "action_horizon": int(result.action_pred.shape[0]),
