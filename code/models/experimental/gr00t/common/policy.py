@@ -107,7 +107,7 @@ def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, acti
 def result_to_json(result: PolicyResult, normalized: bool = True) -> dict[str, Any]:
     """The answer part of a result, JSON-ready (float32 values widen to Python floats exactly). Every
     writer of results (the server, its goldens, run_reference.py, make_demo.py) starts from this.
-    ``normalized=False`` leaves out ``action_pred_normalized`` (N1.7: 5,280 floats, ~0.15 ms to list)."""
+    ``normalized=False`` leaves out ``action_pred_normalized`` (N1.7: 5,280 floats to list)."""
     answer = {"seq_len": result.seq_len, "prompt_tokens": result.prompt_tokens, "noise_source": result.noise_source,
               "actions": {k: v.tolist() for k, v in result.actions.items()}}
     if normalized:
