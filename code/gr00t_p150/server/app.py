@@ -46,6 +46,7 @@ __all__ = ["app", "create_app", "load_config", "load_demo_request", "parse_mesh_
 
 log = logging.getLogger("gr00t_p150")
 SYNTHETIC_WARNING = "weights are SYNTHETIC (random): these actions are not a policy"
+SMALL_REQUEST_BYTES = 2**20  # a body up to this size may be decoded on an idle device thread (Engine.prepare_and_run)
 
 
 def _setup_logging() -> None:
@@ -168,10 +169,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         plan, job = (None, None) if rtc is None else rtc_plan(
             session, arrived_at, rtc.delay, engine.backend.action_shape[0], rtc.variant, rtc.beta)
 
-        def decode_and_prepare():  # one worker-thread hop for all host work before the device
-            from models.experimental.gr00t.common.host_threads import single_threaded_torch  # loaded at boot
-
-            single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
+        def decode_and_prepare():  # all host work before the device, on one thread (Engine.prepare_and_run)
             obs = _decode(engine, body)
             t = time.perf_counter()
             prepared = engine.prepare(obs, noise=body.noise, seed=body.seed, state_dtype=body.state_dtype,
@@ -180,8 +178,9 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
                 attach_rtc(engine.backend.policy, job, prepared.inputs)
             return obs, t, prepared
 
-        obs, t_decode, prepared = await run_in_threadpool(decode_and_prepare)
-        result = await engine.run(prepared, deadline=deadline)
+        length = request.headers.get("content-length", "")  # h11 has checked it; absent when chunked: not small
+        small = length.isdigit() and int(length) <= SMALL_REQUEST_BYTES
+        (obs, t_decode, _), result = await engine.prepare_and_run(decode_and_prepare, deadline=deadline, small=small)
         response = _response(engine, body, obs, result)
         timing = {"decode": (t_decode - t0) * 1e3, **{k: v for k, v in result.timing_ms.items() if "." not in k}}
         timing["total"] = (time.perf_counter() - t0) * 1e3

@@ -3,7 +3,8 @@
 
 Boot (load → warm up → fidelity gate) and every prediction run on a single worker thread, so requests
 are serialised and never share state; request parsing and image decoding happen before, on the
-request's own thread, so a malformed request never reaches the device. With micro-batching on
+request's own thread, so a malformed request never reaches the model (or, for a small request while that
+thread is idle, on the device thread just before the model: ``prepare_and_run``). With micro-batching on
 (``GR00T_MAX_BATCH`` > 1, ``batching.py``) requests of one shape that queue together share one model call.
 """
 
@@ -15,6 +16,7 @@ import json
 import logging
 import platform
 import statistics
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,6 +31,13 @@ from .weights import WeightsError, WeightsInfo, resolve_weights
 
 log = logging.getLogger("gr00t_p150")
 LOST_AFTER = 3  # consecutive unexpected device-thread errors after which the backend counts as lost (/health 503)
+
+
+def _on_request_thread(host_work):
+    from models.experimental.gr00t.common.host_threads import single_threaded_torch  # loaded at boot
+
+    single_threaded_torch()  # torch's OpenMP pool stays the device thread's (see host_threads.py)
+    return host_work()
 
 
 def _check_deadline(deadline: float | None, where: str) -> None:
@@ -59,6 +68,9 @@ class Engine:
         self.batcher = None  # a MicroBatcher once booted with GR00T_MAX_BATCH > 1 on a backend that batches
         self.batching_off: str | None = "GR00T_MAX_BATCH=1"
         self.batch_buckets: list[int] | None = None  # the backend's static batch sizes, when it has them
+        self._jobs_submitted = 0  # device-thread jobs submitted from the event loop (written there only)
+        self._jobs_done = 0  # ... and finished or cancelled (written under _jobs_lock, by whichever thread ends them)
+        self._jobs_lock = threading.Lock()
 
     @property
     def lost(self) -> bool:
@@ -243,7 +255,43 @@ class Engine:
         on, possibly in one model call with others of its shape)."""
         if self.batcher is not None:
             return await self.batcher.submit(prepared, deadline)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run_one, prepared, deadline)
+        return await self._device(self._run_one, prepared, deadline)
+
+    async def prepare_and_run(self, host_work, *, deadline: float | None = None, small: bool = True):
+        """``host_work()`` (a request's decoding and ``prepare``: a tuple whose last item is the prepared request),
+        then ``run``; returns ``(host_work(), result)``.
+
+        The host work runs on a request worker thread, so a slow or hostile request never holds the device
+        thread, unless nothing is on or queued for the device thread, batching is off and the request is
+        ``small``: then the device thread does it just before the model, saving two thread hand-offs (N1.5 on the
+        2-core VM: 0.5–0.8 ms of its server overhead, README "host path"). The request is first in the device's
+        queue either way; one arriving meanwhile finds the device busy, takes a worker thread and queues behind
+        it, where before it could have overtaken only by finishing its own host work first, a few ms at most
+        for a small body. Errors of the host work are the request's, never the backend's."""
+        if self.batcher is None and small and self._jobs_done == self._jobs_submitted:
+            return await self._device(self._host_then_run, host_work, deadline)
+        from starlette.concurrency import run_in_threadpool
+
+        out = await run_in_threadpool(_on_request_thread, host_work)
+        return out, await self.run(out[-1], deadline=deadline)
+
+    def _host_then_run(self, host_work, deadline: float | None):
+        from models.experimental.gr00t.common.host_threads import host_work_threads
+
+        with host_work_threads(self.layout.n_images):
+            out = host_work()  # raises the request's own errors (4xx), outside the device's error accounting
+        return out, self._run_one(out[-1], deadline)
+
+    def _device(self, fn, *args) -> asyncio.Future:
+        """``fn(*args)`` on the device thread, counted so that ``prepare_and_run`` knows when it is idle."""
+        self._jobs_submitted += 1
+        job = self._executor.submit(fn, *args)
+        job.add_done_callback(self._job_done)  # once: on the device thread, or where the job is cancelled
+        return asyncio.wrap_future(job)
+
+    def _job_done(self, _job) -> None:
+        with self._jobs_lock:
+            self._jobs_done += 1
 
     def _run_one(self, prepared, deadline: float | None):
         _check_deadline(deadline, "while it waited for the device")

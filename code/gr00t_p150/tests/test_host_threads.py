@@ -133,3 +133,17 @@ def test_changing_the_workers_mid_map_lets_the_running_map_finish(workers):
     t.join(30)
     assert out["v"] == [-x for x in range(10)]
     assert host_threads.frame_map(fn, list(range(6))) == [-x for x in range(6)]
+
+
+@pytest.mark.parametrize("frames,workers_n,expect_one", [(1, 2, False), (4, 2, True), (4, 1, False)])
+def test_host_work_threads_single_threads_only_while_frames_spread(workers, frames, workers_n, expect_one):
+    workers(workers_n)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the device thread's pool, as on the 2-CPU build VM
+    try:
+        with host_threads.host_work_threads(frames):
+            inside = torch.get_num_threads()
+        assert inside == (1 if expect_one else 2)
+        assert torch.get_num_threads() == 2  # the thread's own setting is back
+    finally:
+        torch.set_num_threads(before)

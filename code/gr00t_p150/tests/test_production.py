@@ -225,6 +225,55 @@ def test_a_deadline_refuses_only_work_the_device_has_not_started(client, request
     assert "waited for the device" in second.json()["error"]["rule"]
 
 
+@pytest.fixture
+def host_threads_seen(client, monkeypatch):
+    """The thread (name, torch threads) each /predict's host work starts on, in order."""
+    from gr00t_p150.server import app as app_module
+
+    import torch
+
+    seen, real = [], app_module._decode
+    monkeypatch.setattr(app_module, "_decode", lambda engine, body: (
+        seen.append((threading.current_thread().name, torch.get_num_threads())), real(engine, body))[1])
+    return seen
+
+
+def test_an_idle_device_thread_does_the_host_work_of_a_small_request(client, request_body, reference_answer,
+                                                                     host_threads_seen):
+    engine = client.app.state.engine
+    errors = engine.device_errors
+    for _ in range(2):
+        r = client.post("/predict", json=request_body)
+        assert r.status_code == 200 and r.json()["actions"] == reference_answer["actions"]
+    bad = client.post("/predict", json={**request_body, "state": {}})
+    assert bad.status_code == 400, bad.text  # the request's own error, raised on the device thread
+    assert engine.device_errors == errors and engine.consecutive_device_errors == 0
+    device_threads = engine._executor.submit(lambda: (threading.current_thread().name,
+                                                      __import__("torch").get_num_threads())).result()
+    assert host_threads_seen == [device_threads] * 3  # one frame (n15): the device thread keeps its pool
+    assert client.post("/predict", json=request_body).status_code == 200  # nothing was left counted as busy
+    assert len(host_threads_seen) == 4 and host_threads_seen[-1] == device_threads
+
+
+def test_a_busy_device_or_a_large_body_leaves_the_host_work_on_a_worker(client, request_body, reference_answer,
+                                                                        host_threads_seen, slow_device, monkeypatch):
+    from gr00t_p150.server import app as app_module
+
+    slow_device(client.app.state.engine)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(client.post, "/predict", json=request_body)
+        time.sleep(0.15)  # the first is on the device for 0.5 s
+        second = pool.submit(client.post, "/predict", json=request_body)
+        assert first.result().status_code == 200 and second.result().status_code == 200
+    assert second.result().json()["actions"] == reference_answer["actions"]
+    (first_thread, _), (second_thread, second_torch) = host_threads_seen
+    assert first_thread.startswith("gr00t-device")
+    assert not second_thread.startswith("gr00t-device") and second_torch == 1  # a request worker, single-threaded
+    monkeypatch.setattr(app_module, "SMALL_REQUEST_BYTES", 100)
+    assert client.post("/predict", json=request_body).status_code == 200
+    assert not host_threads_seen[-1][0].startswith("gr00t-device")
+
+
 def test_a_backend_failing_every_request_is_reported_lost(server_config, request_body, monkeypatch):
     from gr00t_p150.server.app import create_app
     from gr00t_p150.server.engine import LOST_AFTER

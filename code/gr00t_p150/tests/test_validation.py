@@ -177,6 +177,10 @@ def test_only_a_plain_short_request_id_is_echoed(client, request_body, sent, ech
 
 
 def test_requests_are_encoded_off_the_device_thread_and_run_on_it(client, request_body, monkeypatch):
+    """A body over SMALL_REQUEST_BYTES (a small one on an idle device: test_production's idle-device test)."""
+    from gr00t_p150.server import app as app_module
+
+    monkeypatch.setattr(app_module, "SMALL_REQUEST_BYTES", 100)
     backend = client.app.state.engine.backend
     threads = {}
     prepare, run = backend.prepare, backend.run
