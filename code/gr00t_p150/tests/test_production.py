@@ -240,6 +240,8 @@ def host_threads_seen(client, monkeypatch):
 
 def test_an_idle_device_thread_does_the_host_work_of_a_small_request(client, request_body, reference_answer,
                                                                      host_threads_seen):
+    import torch
+
     engine = client.app.state.engine
     errors = engine.device_errors
     for _ in range(2):
@@ -249,7 +251,7 @@ def test_an_idle_device_thread_does_the_host_work_of_a_small_request(client, req
     assert bad.status_code == 400, bad.text  # the request's own error, raised on the device thread
     assert engine.device_errors == errors and engine.consecutive_device_errors == 0
     device_threads = engine._executor.submit(lambda: (threading.current_thread().name,
-                                                      __import__("torch").get_num_threads())).result()
+                                                      torch.get_num_threads())).result()
     assert host_threads_seen == [device_threads] * 3  # one frame (n15): the device thread keeps its pool
     assert client.post("/predict", json=request_body).status_code == 200  # nothing was left counted as busy
     assert len(host_threads_seen) == 4 and host_threads_seen[-1] == device_threads
