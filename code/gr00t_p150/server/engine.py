@@ -68,9 +68,8 @@ class Engine:
         self.batcher = None  # a MicroBatcher once booted with GR00T_MAX_BATCH > 1 on a backend that batches
         self.batching_off: str | None = "GR00T_MAX_BATCH=1"
         self.batch_buckets: list[int] | None = None  # the backend's static batch sizes, when it has them
-        self._jobs_submitted = 0  # device-thread jobs submitted from the event loop (written there only)
-        self._jobs_done = 0  # ... and finished or cancelled (written under _jobs_lock, by whichever thread ends them)
-        self._jobs_lock = threading.Lock()
+        self._device_jobs = 0  # jobs submitted to the device thread and not yet finished or cancelled
+        self._device_jobs_lock = threading.Lock()
 
     @property
     def lost(self) -> bool:
@@ -268,7 +267,7 @@ class Engine:
         queue either way; one arriving meanwhile finds the device busy, takes a worker thread and queues behind
         it, where before it could have overtaken only by finishing its own host work first, a few ms at most
         for a small body. Errors of the host work are the request's, never the backend's."""
-        if self.batcher is None and small and self._jobs_done == self._jobs_submitted:
+        if self.batcher is None and small and self._device_jobs == 0:
             return await self._device(self._host_then_run, host_work, deadline)
         from starlette.concurrency import run_in_threadpool
 
@@ -284,14 +283,15 @@ class Engine:
 
     def _device(self, fn, *args) -> asyncio.Future:
         """``fn(*args)`` on the device thread, counted so that ``prepare_and_run`` knows when it is idle."""
-        self._jobs_submitted += 1
+        with self._device_jobs_lock:
+            self._device_jobs += 1
         job = self._executor.submit(fn, *args)
-        job.add_done_callback(self._job_done)  # once: on the device thread, or where the job is cancelled
+        job.add_done_callback(self._device_job_done)  # once: on the device thread, or where the job is cancelled
         return asyncio.wrap_future(job)
 
-    def _job_done(self, _job) -> None:
-        with self._jobs_lock:
-            self._jobs_done += 1
+    def _device_job_done(self, _job) -> None:
+        with self._device_jobs_lock:
+            self._device_jobs -= 1
 
     def _run_one(self, prepared, deadline: float | None):
         _check_deadline(deadline, "while it waited for the device")

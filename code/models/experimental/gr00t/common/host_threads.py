@@ -39,6 +39,14 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def _omp_set_num_threads():
+    """The OpenMP runtime's per-thread ``omp_set_num_threads``, or None where it cannot be reached."""
+    try:
+        return ctypes.CDLL(None).omp_set_num_threads
+    except (AttributeError, OSError):
+        return None
+
+
 def single_threaded_torch() -> bool:
     """Set torch's intra-op threads to 1 on the calling thread only (once per thread; cheap after that).
     Returns whether it holds; where the OpenMP runtime cannot be reached the thread keeps its setting and
@@ -52,10 +60,9 @@ def single_threaded_torch() -> bool:
     # that happen first, then override it for this thread alone (torch.set_num_threads would change the
     # process-wide value as well).
     torch.get_num_threads()
-    try:
-        ctypes.CDLL(None).omp_set_num_threads(1)
-    except (AttributeError, OSError):
-        pass
+    omp_set_num_threads = _omp_set_num_threads()
+    if omp_set_num_threads is not None:
+        omp_set_num_threads(1)
     _local.done = done = torch.get_num_threads() == 1
     global _warned
     if not done and not _warned:
@@ -75,12 +82,7 @@ def host_work_threads(n_frames: int):
     import torch
 
     n = torch.get_num_threads()
-    omp = None
-    if n > 1 and n_frames > 1 and _workers > 1:
-        try:
-            omp = ctypes.CDLL(None).omp_set_num_threads
-        except (AttributeError, OSError):
-            pass
+    omp = _omp_set_num_threads() if n > 1 and n_frames > 1 and _workers > 1 else None
     if omp is None:
         yield
         return
