@@ -50,47 +50,47 @@ test-tt-full: $(STAMP)
 # Boot the server on synthetic:tiny weights, smoke-test and benchmark it, stop it.
 # Variants: make demo DEMO_WEIGHTS=synthetic:full DEMO_N=10
 demo: $(STAMP)
-	PYTHON=$(PY) code/scripts/demo.sh $(GR00T_VERSION) $(or $(DEMO_WEIGHTS),synthetic:tiny) $(or $(DEMO_N),20)
+	PYTHON=$(PY) code/scripts/demo/demo.sh $(GR00T_VERSION) $(or $(DEMO_WEIGHTS),synthetic:tiny) $(or $(DEMO_N),20)
 
 # Per-request overhead of HTTP/JSON, ZMQ (GR00T PolicyServer) and openpi websocket on one synthetic:tiny server;
 # and a simulated 30 Hz robot over each protocol for 20 s (SERVING.md §11; ROBOT_RTC=1 adds an HTTP session with
 # server-side RTC, §12). BENCH_JSON=<file> keeps the results.
 bench-protocols: $(STAMP)
-	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) bench --n $(or $(DEMO_N),40) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	PYTHON=$(PY) code/scripts/demo/protocols_demo.sh $(GR00T_VERSION) bench --n $(or $(DEMO_N),40) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 robot-demo: $(STAMP)
-	PYTHON=$(PY) code/scripts/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(foreach v,$(ROBOT_RTC),--rtc $(v)) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	PYTHON=$(PY) code/scripts/demo/protocols_demo.sh $(GR00T_VERSION) robot --seconds $(or $(ROBOT_SECONDS),20) $(foreach v,$(ROBOT_RTC),--rtc $(v)) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # Micro-batching: 1/2/4/8 closed-loop 30 Hz robots, unbatched vs batched servers in one run (SERVING.md §13).
 # Full size: make bench-batching BATCH_WEIGHTS=synthetic:full BATCH_SECONDS=1 BATCH_MIN=2
 # The fast path: BATCH_PATH=fast (on a GPU also BATCH_DTYPE=bfloat16: static buckets with CUDA graphs)
 bench-batching: $(STAMP)
-	$(PY) code/scripts/bench_batching.py --version $(GR00T_VERSION) --weights $(or $(BATCH_WEIGHTS),synthetic:tiny) --seconds $(or $(BATCH_SECONDS),10) --min-requests $(or $(BATCH_MIN),3) --torch-path $(or $(BATCH_PATH),reference) --torch-dtype $(or $(BATCH_DTYPE),float32) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	$(PY) code/scripts/bench/bench_batching.py --version $(GR00T_VERSION) --weights $(or $(BATCH_WEIGHTS),synthetic:tiny) --seconds $(or $(BATCH_SECONDS),10) --min-requests $(or $(BATCH_MIN),3) --torch-path $(or $(BATCH_PATH),reference) --torch-dtype $(or $(BATCH_DTYPE),float32) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # RTC evidence: 10-chunk rollouts, naive vs inpaint vs guided, both versions, random tiny weights (SERVING.md §12).
 rtc-rollout: $(STAMP)
-	$(PY) code/scripts/rtc_rollout.py --out-json $(or $(BENCH_JSON),benchmarks/results/rtc_rollout.json)
+	$(PY) code/scripts/demo/rtc_rollout.py --out-json $(or $(BENCH_JSON),benchmarks/results/rtc_rollout.json)
 
 # Ourselves vs LeRobot 0.6.1's GR00T N1.7 in one run on this machine (full size, fp32 CPU; builds .venv-peer once).
 bench-peer: $(STAMP)
-	PYTHONPATH=code:code/scripts $(PY) code/scripts/bench_peer.py --rounds $(or $(PEER_ROUNDS),2) --calls $(or $(PEER_CALLS),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	PYTHONPATH=code:code/scripts $(PY) code/scripts/bench/bench_peer.py --rounds $(or $(PEER_ROUNDS),2) --calls $(or $(PEER_CALLS),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # Serve real weights (GR00T_WEIGHTS=hub by default: the pinned snapshot from the Hugging Face cache).
 serve: $(STAMP)
-	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn --host $(HOST) --port $(PORT) --http gr00t_p150.server.protocol:GuardedH11Protocol gr00t_p150.server.app:app
+	GR00T_VERSION=$(GR00T_VERSION) PYTHONPATH=code $(PY) -m uvicorn --host $(HOST) --port $(PORT) --http gr00t_p150.server.web.h11:GuardedH11Protocol gr00t_p150.server.app:app
 
 # Host estimate of the TT-NN port's accuracy (not a device measurement): golden-op execution with
 # device-rounded weights and bf16 activations (and HiFi2's activation truncation) vs the fp32 reference,
 # full-size synthetic checkpoint of GR00T_VERSION (~11 GB RAM for n15, ~14 GB for n17).
 estimate-tt-accuracy: $(STAMP)
-	$(PY) code/scripts/estimate_tt_accuracy.py --version $(GR00T_VERSION) --json benchmarks/results/tt_accuracy_estimate_$(GR00T_VERSION)_full.json
+	$(PY) code/scripts/bench/estimate_tt_accuracy.py --version $(GR00T_VERSION) --json benchmarks/results/tt_accuracy_estimate_$(GR00T_VERSION)_full.json
 
 bench-reference: $(STAMP)
-	$(PY) code/scripts/bench_reference.py --version $(GR00T_VERSION)
+	$(PY) code/scripts/bench/bench_reference.py --version $(GR00T_VERSION)
 
 # Plain reference vs torch fast path, same process (CPU, full-size synthetic checkpoint).
 bench-backend: $(STAMP)
-	$(PY) code/scripts/bench_backend.py --version $(GR00T_VERSION)
+	$(PY) code/scripts/bench/bench_backend.py --version $(GR00T_VERSION)
 
 clean-venv:
 	rm -rf $(VENV)

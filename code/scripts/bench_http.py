@@ -8,7 +8,8 @@ plus the server-side overhead (total − device). Prints a table and writes JSON
 
     python code/scripts/bench_http.py --url http://127.0.0.1:20000 --warmup 3 --n 20 [--json out.json]
 
-Standard library only.
+Standard library only. The scripts in bench/, demo/ and check/ share its client helpers (``get``, ``post``,
+``summary``, ``cpu_model``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
     return {"median": round(statistics.median(ordered), 3), "p90": round(p90, 3), "min": round(ordered[0], 3)}
+
+
+def cpu_model() -> str:
+    """The host CPU's model name (``/proc/cpuinfo``), for the machine line of a result file."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Issue 7's GPU check, sized for ONE call of a lent NVIDIA machine (H100/H200 class, no network there,
 # no .venv: its system python3 holds torch). For both versions it generates the full-size synthetic
-# checkpoint on that machine (never carried), then runs code/scripts/bench_backend.py --device cuda:
+# checkpoint on that machine (never carried), then runs code/scripts/bench/bench_backend.py --device cuda:
 # the fp32 CPU golden (one call), the fp32 reference on the GPU, and the fast path (bf16, static shapes,
 # fused projections, per-stage CUDA graphs, CUDA-event stage timing) with its action PCC / max |d| per
 # group against the golden; then the CUDA tests of test_fast_policy.py on tiny checkpoints. Results and
@@ -98,7 +98,7 @@ if [ "${1:-}" = "--peer" ]; then
         echo "SKIP: no CUDA device: the peer's GPU timing needs one (the imports above are checked)"; echo "== exit 0"; exit 0
     fi
     echo "== peer: LeRobot vs ours on the GPU (N1.7 full size; bench_peer.py --device cuda)"
-    timeout 500 $PY code/scripts/bench_peer.py --device cuda --rounds 1 --calls 4 --peer-python "$PY" --peer-path "$SITE" \
+    timeout 500 $PY code/scripts/bench/bench_peer.py --device cuda --rounds 1 --calls 4 --peer-python "$PY" --peer-path "$SITE" \
         --json "$OUT/bench_peer_n17_cuda.json" || { echo "FAIL: peer bench (rc $?)"; status=1; }
     echo "== exit $status"
     exit $status
@@ -113,7 +113,7 @@ status=0
 for v in n15 n17; do
     echo "== $v: synthetic full checkpoint + bench_backend --device cuda"
     SECONDS=0
-    timeout 260 $PY code/scripts/bench_backend.py --version "$v" --device cuda --dtype bfloat16 --n 20 --warmup 3 \
+    timeout 260 $PY code/scripts/bench/bench_backend.py --version "$v" --device cuda --dtype bfloat16 --n 20 --warmup 3 \
         --threads "$(nproc)" --json "$OUT/backend_cuda_${v}_full.json" || { echo "FAIL: $v bench (rc $?)"; status=1; }
     echo "   $v done in ${SECONDS} s"
     rm -rf "$GR00T_CACHE/synthetic/$v-full-seed0"  # 7 GB each: the disk holds both, but no need to keep them

@@ -137,17 +137,7 @@ class Manifest(DocumentChecks):
 
         tree = self.check_tt_metal(source["tt_metal"]) if "tt_metal" in source else None
         if "code" in source and (code := self.str_list(source["code"], "source.code", 12, nonempty=True)):
-            missing = []
-            for i, rel in enumerate(code):
-                if bad_relative(rel):
-                    self.error(12, f"source.code paths must be relative to the tt-metal tree: {rel!r}")
-                    continue
-                self.entries.append((f"source.code[{i}]", tree, rel))
-                if tree is not None and not (tree / rel).exists():
-                    missing.append(rel)
-            if missing:
-                self.error(12, f"source.code lists {len(missing)} path(s) that do not exist under {tree}: "
-                               + ", ".join(sorted(missing)))
+            self.add_entries(code, tree, "source.code", "source.code", "the tt-metal tree", 12)
         extra = source.get("extra_code", [])
         if not isinstance(extra, list):
             self.error(13, f"source.extra_code must be a list of {{root, paths}}, got {shown(extra)}")
@@ -200,19 +190,24 @@ class Manifest(DocumentChecks):
                 self.error(13, f"{where}.root {text!r} is not a directory ({root}; relative roots are resolved "
                                "against the manifest's directory)")
                 root = None
-        if (paths := self.str_list(item["paths"], f"{where}.paths", 13, nonempty=True)) is None:
-            return
+        if (paths := self.str_list(item["paths"], f"{where}.paths", 13, nonempty=True)) is not None:
+            self.add_entries(paths, root, f"{where}.paths", "source.extra_code", "their root", 13)
+
+    def add_entries(self, rels: list[str], base: Path | None, where: str, field: str, relative_to: str,
+                    rule: int) -> None:
+        """Record ``where``'s paths (relative to ``base``) for staging; name the absolute or escaping ones and,
+        when ``base`` is known, the missing ones."""
         missing = []
-        for j, rel in enumerate(paths):
+        for i, rel in enumerate(rels):
             if bad_relative(rel):
-                self.error(13, f"source.extra_code paths must be relative to their root: {rel!r}")
+                self.error(rule, f"{field} paths must be relative to {relative_to}: {rel!r}")
                 continue
-            self.entries.append((f"{where}.paths[{j}]", root, rel))
-            if root is not None and not (root / rel).exists():
+            self.entries.append((f"{where}[{i}]", base, rel))
+            if base is not None and not (base / rel).exists():
                 missing.append(rel)
         if missing:
-            self.error(13, f"source.extra_code lists {len(missing)} path(s) that do not exist under {root}: "
-                           + ", ".join(sorted(missing)))
+            self.error(rule, f"{field} lists {len(missing)} path(s) that do not exist under {base}: "
+                             + ", ".join(sorted(missing)))
 
     def staged_files(self, root: Path, rel: str):
         """(relative path, dropped pattern or None) for every file staging would see under root/rel."""

@@ -11,7 +11,7 @@ and waits for the answer; a tick that finds its request still out is skipped. Ev
 per second, all robots together), the client-side latency p50 / p99, and the mean batch size the answers report.
 The servers are booted here, one at a time, on 127.0.0.1 (loopback only), and stopped after their mode.
 
-    python code/scripts/bench_batching.py [--version n15] [--weights synthetic:tiny] [--robots 1,2,4,8]
+    python code/scripts/bench/bench_batching.py [--version n15] [--weights synthetic:tiny] [--robots 1,2,4,8]
         [--hz 30] [--seconds 10] [--min-requests 3] [--window-ms 3] [--torch-path reference|fast]
         [--torch-dtype float32|bfloat16] [--json out.json]
 
@@ -36,10 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_http import get
-from stress_server import cpu_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
+from bench_http import cpu_model, get
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def free_port() -> int:
@@ -52,7 +52,7 @@ def boot(env: dict, log_path: Path, timeout_s: float = 1800) -> tuple[subprocess
     """A server process on a free loopback port; returns once /health answers 200."""
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
-           "--http", "gr00t_p150.server.protocol:GuardedH11Protocol", "gr00t_p150.server.app:app"]
+           "--http", "gr00t_p150.server.web.h11:GuardedH11Protocol", "gr00t_p150.server.app:app"]
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "code"), **env},
                             stdout=log, stderr=subprocess.STDOUT)

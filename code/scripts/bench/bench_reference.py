@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 
-from gr00t_p150.server.demo import load_demo_request
+from models.experimental.gr00t.common.demo import load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.observation import parse_observation
@@ -42,7 +42,7 @@ def ensure_checkpoint(version: str, scale: str, seed: int) -> Path:
         import shutil
 
         shutil.rmtree(tmp)
-    script = Path(__file__).with_name("make_synthetic_checkpoint.py")
+    script = Path(__file__).resolve().parents[1] / "operate" / "make_synthetic_checkpoint.py"
     subprocess.run([sys.executable, str(script), "--version", version, "--scale", scale, "--seed", str(seed),
                     "--out", str(tmp)], check=True)
     tmp.rename(path)

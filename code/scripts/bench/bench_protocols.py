@@ -10,7 +10,7 @@ time and the server's device time for that call; **overhead = wall − device** 
 the image chain, un-normalising: everything but the model). Checks that the answers are bit-identical. Prints
 medians / p90 / min and writes JSON.
 
-    python code/scripts/bench_protocols.py --url http://127.0.0.1:P --zmq-port Z --openpi-port O [--n 40]
+    python code/scripts/bench/bench_protocols.py --url http://127.0.0.1:P --zmq-port Z --openpi-port O [--n 40]
 
 ``make bench-protocols [GR00T_VERSION=n17]`` boots a synthetic:tiny server with both ports and runs this.
 """
@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from bench_http import summary
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
+from bench_http import cpu_model, summary
 from gr00t_client import HttpClient, OpenpiClient, ZmqClient
-from stress_server import cpu_model
 
 
 def demo_observation(url: str) -> tuple[dict, dict]:
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     version = info.get("version") or info.get("config", {}).get("version")
     result = {"version": version, "weights": info.get("weights"), "n": args.n, "warmup": args.warmup,
               "cpu": cpu_model(), "machine": platform.machine(), "identical_actions": same,
-              "command": "code/scripts/bench_protocols.py " + " ".join(sys.argv[1:] if argv is None else argv),
+              "command": "code/scripts/bench/bench_protocols.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "wall_ms": {p: summary(v) for p, v in walls.items()},
               "overhead_ms": {p: summary(v) for p, v in overheads.items()}}
     print(f"{version}: {args.n} calls per protocol, round-robin after {args.warmup} warm-ups; {result['cpu']}")

@@ -37,13 +37,17 @@ from pathlib import Path
 
 import numpy as np
 
-from stress_server import cpu_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
+from bench_http import cpu_model
 
-from gr00t_p150.server.demo import load_demo_request
-from gr00t_p150.server.sessions import Session, attach_rtc, rtc_plan
+from models.experimental.gr00t.common.demo import load_demo_request
+from gr00t_p150.server.rtc import attach_rtc, rtc_plan
+from gr00t_p150.server.sessions import Session
 from models.experimental.gr00t.common.cli import run_cli
+from models.experimental.gr00t.common.layouts import get_layout
+from models.experimental.gr00t.common.versions import SPECS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULTS = {"n15": {"execute": 8, "delay": 4, "control_hz": 30.0}, "n17": {"execute": 16, "delay": 6,
                                                                             "control_hz": 15.0}}
 VARIANTS = ("naive", "inpaint", "guided")
@@ -223,8 +227,9 @@ def main() -> int:
 
     result = {"command": "make rtc-rollout", "cpu": cpu_model(), "weights": "synthetic:tiny seed 0 (random)",
               "chunks": args.chunks, "versions": {v: run_version(v, args.chunks, media, log) for v in args.versions}}
-    if "n17" in args.versions:  # the same with relative statistics wide enough that nothing is clipped
-        result["versions"]["n17_wide_stats"] = run_version("n17", args.chunks, media, log, wide=True)
+    for v in args.versions:  # relative actions again, with relative statistics wide enough that nothing clips
+        if any(rep.startswith("relative") for _, rep in get_layout(SPECS[v].layout).action_reps):
+            result["versions"][f"{v}_wide_stats"] = run_version(v, args.chunks, media, log, wide=True)
     args.out_json.parent.mkdir(parents=True, exist_ok=True)
     args.out_json.write_text(json.dumps(result, indent=1) + "\n")
     log(f"wrote {args.out_json}")

@@ -33,32 +33,45 @@ import torch
 from fastapi.responses import JSONResponse
 
 from gr00t_p150.backends.torch_backend import TorchBackend
-from gr00t_p150.server.app import _decode, _response
-from gr00t_p150.server.engine import Engine
-from gr00t_p150.server.demo import load_demo_request
-from gr00t_p150.server.schemas import PredictRequest
+from gr00t_p150.server.boot import open_configured_backend
+from gr00t_p150.server.service import Answer, decode_request
 from gr00t_p150.server.settings import load_config
+from gr00t_p150.server.web.routes import policy_request, predict_body
+from gr00t_p150.server.web.schemas import PredictRequest
 from gr00t_p150.server.weights import resolve_weights
+from models.experimental.gr00t.common.demo import load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
 from models.experimental.gr00t.common.host_threads import frame_workers, set_frame_workers
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.policy import PolicyResult
 
 
-def stages(engine: Engine, body: dict):
+class Served:
+    """What the server's request functions read of its engine, for a backend this script opened itself."""
+
+    def __init__(self, config, layout, weights, backend):
+        self.config, self.layout, self.weights, self.backend = config, layout, weights, backend
+
+    def describe_backend(self) -> dict:
+        return self.backend.describe()
+
+
+def stages(served: Served, body: dict):
     """The host stages of one /predict, each a call of the server's own function, in the server's order."""
-    request = PredictRequest(**body)
-    policy = engine.backend.policy
-    horizon, dim = engine.backend.action_shape
+    backend = served.backend
+    policy = backend.policy
+    horizon, dim = backend.action_shape
     chunk = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (1, horizon, dim)).astype(np.float32))
     state = {}
 
     def decode():
-        state["obs"] = _decode(engine, request)
+        state["request"] = request = policy_request(PredictRequest(**body), Scoped())
+        state["obs"] = decode_request(served, request)
 
     def encode():
-        state["prepared"] = engine.backend.prepare(state["obs"], noise=request.noise, seed=request.seed)
-        if engine.backend.name == "ttnn":  # a TT-NN policy: its host tensors are the last host step, timed as encode
+        request = state["request"]
+        state["prepared"] = backend.prepare(state["obs"], noise=request.noise, seed=request.seed)
+        if backend.name == "ttnn":  # a TT-NN policy: its host tensors are the last host step, timed as encode
             state["host"] = policy.model.host_inputs_for(state["prepared"].inputs)
 
     def model():
@@ -72,9 +85,17 @@ def stages(engine: Engine, body: dict):
         pred, actions = state["finished"]
         result = PolicyResult(actions, pred, inputs.noise_source, inputs.seed, int(inputs.input_ids.shape[1]),
                               inputs.prompt_tokens)
-        JSONResponse(_response(engine, request, state["obs"], result))  # renders the body
+        answer = Answer(result, state["obs"].received_hw(), {"total": 0.0})
+        JSONResponse(predict_body(served, state["request"], answer))  # renders the body
 
     return {"decode": decode, "encode": encode, "model": model, "decode_actions": decode_actions, "respond": respond}
+
+
+class Scoped:
+    """The little of a Starlette request that ``policy_request`` reads."""
+
+    headers: dict = {}
+    scope = {"gr00t.arrived_at": 0.0}
 
 
 def main(argv=None) -> int:
@@ -102,14 +123,13 @@ def main(argv=None) -> int:
     config = load_config({**os.environ, "GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny", **env})
     set_frame_workers(config.frame_workers)  # as the server's lifespan does
     weights = resolve_weights(config, lambda m: print(m, file=sys.stderr))
-    engine = Engine(config)
-    engine.layout, engine.weights = layout, weights
+    demo = load_demo_request(args.version)
     if args.backend == "torch":
-        engine.backend = TorchBackend(weights.path, args.version, layout.name, "cpu", "float32", "profile_host.py",
-                                      path="reference")
+        backend = TorchBackend(weights.path, args.version, layout.name, "cpu", "float32", "profile_host.py",
+                               path="reference")
     else:
-        engine.backend = engine._open_ttnn("profile_host.py --backend ttnn-mock")
-    run = stages(engine, load_demo_request(args.version))
+        backend = open_configured_backend(config, weights, demo)
+    run = stages(Served(config, layout, weights, backend), demo)
     if not args.model or args.backend != "torch":
         del run["model"]
     for _ in range(5):
@@ -142,7 +162,8 @@ def main(argv=None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"version": args.version, "n": args.n, "threads": args.threads,
-                                         "command": " ".join(["code/scripts/profile_host.py", *(argv or sys.argv[1:])]),
+                                         "command": " ".join(["code/scripts/bench/profile_host.py",
+                                                              *(argv or sys.argv[1:])]),
                                          "stages": rows}, indent=2) + "\n")
     return 0
 

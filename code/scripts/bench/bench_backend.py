@@ -29,13 +29,13 @@ from pathlib import Path
 
 
 from bench_reference import ensure_checkpoint, peak_rss_gib
-from gr00t_p150.server.demo import load_demo_request
+from models.experimental.gr00t.common.demo import load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.observation import parse_observation
 from models.experimental.gr00t.common.versions import SPECS
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 
 
 def timed(policy, obs, noise) -> tuple[float, dict[str, float], object]:
@@ -135,7 +135,7 @@ def main() -> int:
     result = {
         "what": f"torch backend, plain reference vs fast path, {args.version} demo request, "
                 f"synthetic {args.scale} weights",
-        "command": "code/scripts/bench_backend.py " + " ".join(sys.argv[1:]),
+        "command": "code/scripts/bench/bench_backend.py " + " ".join(sys.argv[1:]),
         "version": args.version, "scale": args.scale, "device": args.device, "fast_dtype": dtype,
         "threads": args.threads, "n": args.n, "warmup": args.warmup,
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),

@@ -41,9 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
-from stress_server import cpu_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
+from bench_http import cpu_model
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PEER_VENV = REPO / ".venv-peer"
 PEER_PACKAGE = "lerobot[groot]==0.6.1"
 AGREE_ATOL = 1e-4  # the bound; fp32 on one machine lands near 1e-6
@@ -87,7 +88,7 @@ def checkpoint() -> Path:
 
 
 def prepare_inputs(ckpt: Path, out: Path) -> None:
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
     from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
     from models.experimental.gr00t.common.inputs_n17 import prepare_n17
     from models.experimental.gr00t.common.layouts import DROID
@@ -150,7 +151,7 @@ def run_side(side: str, ckpt: Path, inputs: Path, out: Path, calls: int, threads
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'code'}:{REPO / 'code/scripts'}"}
     if side.startswith("lerobot"):
         python, path = peer
-        cmd = [python, str(REPO / "code/scripts/peer_lerobot_n17.py"), "--checkpoint", str(ckpt),
+        cmd = [python, str(REPO / "code/scripts/bench/peer_lerobot_n17.py"), "--checkpoint", str(ckpt),
                "--inputs", str(inputs), "--out", str(out), "--calls", str(calls), "--threads", str(threads),
                "--device", device, "--autocast", "bf16" if side.endswith("autocast") else "none"]
         env["PYTHONPATH"] = path or ""  # the peer sees none of ours
@@ -231,7 +232,8 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
     result = {"command": "make bench-peer" if args.device == "cpu" else "device_check_cuda.sh --peer",
               "device": args.device, "gpu": gpu, "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d"),
-              "weights": f"synthetic:full N1.7 (random, seed 0): {ckpt}", "observation": "code/gr00t_p150/demo/n17 "
+              "weights": f"synthetic:full N1.7 (random, seed 0): {ckpt}",
+              "observation": "code/models/experimental/gr00t/demo/n17 "
               "request, its explicit noise", "rounds": args.rounds, "calls_per_process": args.calls,
               "sides": rows, "agreement_max_abs_vs_lerobot": agreement, "agree_atol": AGREE_ATOL}
     print(f"GR00T N1.7 full size, {args.device}, one run on {gpu or result['cpu']} ({threads} threads); model call "

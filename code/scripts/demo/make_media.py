@@ -29,10 +29,10 @@ from matplotlib.lines import Line2D
 from PIL import Image
 
 
-from gr00t_p150.server.demo import DEMO_DIR, load_demo_request
+from models.experimental.gr00t.common.demo import DEMO_DIR, load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VERSION_NAMES = {"n15": "N1.5", "n17": "N1.7"}
 
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The roofline sheet of the full-size TT model, per stage, from the mock P150: device programs, matmul program
 factories, bytes moved, FLOPs, the p150a floors they imply (512 GB/s DRAM, the grid's peak at each op's math
-fidelity; see ``tt/census.py``), and L1 per core. **Floors, not measurements**: a lower bound on what a card can
+fidelity; see ``tt/tools/census.py``), and L1 per core. **Floors, not measurements**: a lower bound on what a card can
 do with these ops, ignoring dispatch and program configs.
 
     tt_roofline.py [--version n15|n17] [--json benchmarks/results/tt_roofline_n15.json]
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from models.experimental.gr00t.common.cli import run_cli
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 
 
 def main(argv=None) -> int:
@@ -34,8 +34,8 @@ def main(argv=None) -> int:
     prepare_runtime(True, Path(os.environ.get("GR00T_CACHE_DIR") or Path.home() / ".cache" / "gr00t_p150"))
     import ttnn
 
-    from models.experimental.gr00t.tt import census
-    from models.experimental.gr00t.tt.stage_sheet import allocated_model, demo_host_inputs, stage_sheet
+    from models.experimental.gr00t.tt.tools import census
+    from models.experimental.gr00t.tt.tools.stage_sheet import allocated_model, demo_host_inputs, stage_sheet
 
     t0 = time.perf_counter()
     print(f"building the full-size {args.version} TT model on the mock P150 ...", file=sys.stderr)
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "version": args.version, "what": "floors from the captured shapes, not measurements",
-        "command": f"code/scripts/tt_roofline.py --version {args.version}",
+        "command": f"code/scripts/bench/tt_roofline.py --version {args.version}",
         "card": {"dram_bytes_per_s": census.DRAM_BYTES_PER_S, "grid_cores": census.GRID_CORES,
                  "peak_flops_lofi": census.PEAK_FLOPS, "fidelity_passes": census.FIDELITY_PASSES,
                  "l1_bytes_per_core": census.L1_BYTES_PER_CORE},

@@ -10,7 +10,7 @@ taken (they are in the past). Reports per-request latency (p50/p90/p99), ticks t
 switch discontinuity: at each switch, max |new chunk's action − the action the old chunk had next|. Bounded
 by ``--seconds``; loopback only.
 
-    python code/scripts/robot_loop.py --protocol http|zmq|openpi --url http://127.0.0.1:P [--zmq-port Z]
+    python code/scripts/demo/robot_loop.py --protocol http|zmq|openpi --url http://127.0.0.1:P [--zmq-port Z]
         [--openpi-port O] [--hz 30] [--seconds 20] [--ask-at 8] [--rtc inpaint|guided ...] [--json out.json]
 
 ``--rtc V`` runs the loop once more per protocol as a robot session with server-side real-time chunking of
@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_http import summary
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench_protocols: the demo observation
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
+from bench_http import cpu_model, summary
 from bench_protocols import demo_observation
-from stress_server import cpu_model
 from gr00t_client import HttpClient, OpenpiClient, PolicyError, ZmqClient
 
 

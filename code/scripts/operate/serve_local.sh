@@ -4,7 +4,7 @@
 # Needs PYTHON, PORT and LOG; sets PID.
 serve_local() {
   PYTHONPATH=code "$PYTHON" -m uvicorn --host 127.0.0.1 --port "$PORT" \
-    --http gr00t_p150.server.protocol:GuardedH11Protocol gr00t_p150.server.app:app >"$LOG" 2>&1 &
+    --http gr00t_p150.server.web.h11:GuardedH11Protocol gr00t_p150.server.app:app >"$LOG" 2>&1 &
   PID=$!
   trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null || true' EXIT
   for _ in $(seq 1 900); do

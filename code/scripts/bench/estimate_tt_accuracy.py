@@ -3,7 +3,7 @@
 """Estimate, without a Tenstorrent card, how far the TT-NN port's actions will be from the fp32 reference.
 
 For each precision policy (mixed_dit, bf16) the TT modules run on the host with ttnn's golden op
-functions (``tt/golden_ops.py``), in two device models:
+functions (``tt/tools/golden_ops.py``), in two device models:
 - ``device``: every weight rounded exactly as ttnn's host conversion stores it on the device (bfloat8_b for
   the DiT block matmuls under mixed_dit, bf16 elsewhere), every activation rounded to bf16 after each op,
   the Euler state kept in fp32, matmuls accumulated in fp32;
@@ -34,9 +34,9 @@ from pathlib import Path
 
 
 from bench_reference import ensure_checkpoint, peak_rss_gib
-from gr00t_p150.server.demo import load_demo_request
+from models.experimental.gr00t.common.demo import load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
-from models.experimental.gr00t.tt.mock_runtime import cluster_description_env
+from models.experimental.gr00t.tt.tools.mock_runtime import cluster_description_env
 
 TAPS = {"n15": ("vision_features", "backbone_features", "vl_embs", "velocity_0", "action_pred"),
         "n17": ("vision_embeds", "backbone_features", "vl_embs", "velocity_0", "action_pred")}
@@ -62,7 +62,7 @@ def main() -> int:
     from models.experimental.gr00t.common.observation import parse_observation
     from models.experimental.gr00t.common.quality import max_abs_diff, pcc
     from models.experimental.gr00t.common.versions import get_spec, load
-    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+    from models.experimental.gr00t.tt.tools.golden_ops import golden_tt_model
     from models.experimental.gr00t.tt.policy import TTPolicy
 
     torch.set_num_threads(args.threads)
