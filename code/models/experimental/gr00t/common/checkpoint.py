@@ -7,7 +7,9 @@ loading a byte of weights; tensors are read on demand. Errors name the file and 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -218,3 +220,30 @@ def _numel(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def fingerprint(directory: Path, *, content: bool = False) -> str:
+    """sha256 over the small JSON files and, per shard, either its whole content (``content``) or its
+    size, mtime and safetensors header (or, for a Hugging Face cache symlink, the content-addressed
+    blob name it points to). The shipped demo goldens carry the content fingerprint of the checkpoint they were
+    made on (``demo/make_demo.py``), which the server's fidelity gate compares."""
+    h = hashlib.sha256()
+    for name in ("config.json", "model.safetensors.index.json", "experiment_cfg/metadata.json", "statistics.json",
+                 "processor_config.json", "embodiment_id.json", "SYNTHETIC.json"):
+        p = directory / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + p.read_bytes())
+    for shard in sorted(directory.glob("model*.safetensors")):
+        h.update(shard.name.encode())
+        if content:
+            with shard.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(block)
+        elif shard.is_symlink() and "blobs" in Path(os.readlink(shard)).parts:
+            h.update(Path(os.readlink(shard)).name.encode())
+        else:
+            st = shard.stat()
+            with shard.open("rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode() + fh.read(min(n, 100_000_000)))
+    return h.hexdigest()

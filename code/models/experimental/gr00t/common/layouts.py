@@ -14,6 +14,17 @@ from .versions import SPECS
 
 
 @dataclass(frozen=True)
+class WireModality:
+    """NVIDIA's modality config of a served embodiment, as its ``ModalityConfig`` entries carry it: what the GR00T
+    PolicyServer (ZMQ) protocol and openpi's metadata speak (the server's ``wire/``)."""
+
+    video_delta: tuple[int, ...]
+    language_key: str
+    image_hw: tuple[int, int]  # the frame size the embodiment's cameras deliver (DROID letterboxes to 180×320)
+    action_reps: tuple[tuple[str, str, str, str | None], ...] = ()  # (key, rep, type, format) or empty
+
+
+@dataclass(frozen=True)
 class Layout:
     name: str
     version: str
@@ -32,6 +43,7 @@ class Layout:
     # relative min/max, then composed onto the state's pose in SE(3)).
     action_reps: tuple[tuple[str, str], ...] = ()
     aspect_range: tuple[float, float] | None = None  # allowed width / height of every frame
+    wire: WireModality | None = None  # NVIDIA's modality config of this embodiment (the wire protocols)
 
     @property
     def n_images(self) -> int:
@@ -64,6 +76,10 @@ GR1 = Layout(
     state_encoding="sin_cos",
     action_normalization="min_max",
     default_seed=0,
+    # ``fourier_gr1_arms_only`` in Isaac-GR00T n1.5-release ``gr00t/experiment/data_config.py`` (video ``ego_view``
+    # at [0], 16 action steps); N1.5 predates the nested wire shape, which this maps it onto.
+    wire=WireModality(video_delta=(0,), language_key="annotation.human.action.task_description",
+                      image_hw=(256, 256)),
 )
 
 # DROID Franka (NVIDIA's N1.7 modality config ``oxe_droid_relative_eef_relative_joint`` in
@@ -83,6 +99,12 @@ DROID = Layout(
     default_seed=42,
     action_reps=(("eef_9d", "relative_eef9d"), ("gripper_position", "absolute"), ("joint_position", "relative_add")),
     aspect_range=(1.686, 1.814),  # 16:9 frames land on the 16 × 28 patch grid
+    # ``oxe_droid_relative_eef_relative_joint`` in Isaac-GR00T ``gr00t/configs/data/embodiment_configs.py``
+    wire=WireModality(video_delta=(-15, 0), language_key="annotation.language.language_instruction",
+                      image_hw=(180, 320),
+                      action_reps=(("eef_9d", "RELATIVE", "EEF", "XYZ_ROT6D"),
+                                   ("gripper_position", "ABSOLUTE", "NON_EEF", "DEFAULT"),
+                                   ("joint_position", "RELATIVE", "NON_EEF", "DEFAULT"))),
 )
 
 LAYOUTS = {GR1.name: GR1, DROID.name: DROID}

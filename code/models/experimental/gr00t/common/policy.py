@@ -94,10 +94,15 @@ def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
         guide=None if first.guide is None else GuidedPrefix.stack([p.guide for p in batch]))
 
 
-def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):
-    """(noise [1, H, D], "client" | "seed", the seed used or None): explicit noise wins, else a seed."""
+def check_noise_or_seed(noise, seed) -> None:
+    """The one rule every caller of a policy (and every protocol of the server) applies: at most one of them."""
     if noise is not None and seed is not None:
         raise InputError("noise", "give either noise or seed, not both")
+
+
+def initial_noise(noise, seed: int | None, default_seed: int, horizon: int, action_dim: int):
+    """(noise [1, H, D], "client" | "seed", the seed used or None): explicit noise wins, else a seed."""
+    check_noise_or_seed(noise, seed)
     if noise is not None:
         return explicit_noise(noise, horizon, action_dim), "client", None
     seed = default_seed if seed is None else seed

@@ -28,6 +28,17 @@ class ContractText:
 
 
 @dataclass(frozen=True)
+class DemoScene:
+    """The version's shipped demo request (``demo/make_demo.py`` writes it to ``demo/<version>/``; the loader is
+    ``common/demo.py``): a made-up scene, not NVIDIA data."""
+
+    instruction: str  # the published demo instruction
+    state: str  # dotted path of the made-up robot state {group: values}, as the request sends it
+    frames: str  # dotted path of (layout) -> {camera: [(file stem, PIL image), ...]}, oldest frame first
+    noise_shape: tuple[int, int]  # the explicit initial noise [action_horizon, action_dim]
+
+
+@dataclass(frozen=True)
 class VersionSpec:
     name: str  # "n15": the GR00T_VERSION value
     hf_repo: str  # the published weights, pinned at ``revision``
@@ -46,8 +57,12 @@ class VersionSpec:
     tokenizer_env: str  # variable naming a local tokenizer directory
     eagle_tokens: bool  # the tokenizer adds NVIDIA's Eagle image tokens (N1.5) beyond Qwen3's
     ttnn: bool  # whether the TT-NN port serves this version
-    tt_policy_cls: str  # the TT-NN policy (``tt/ttnn_policy.py``)
+    tt_policy_cls: str  # the TT-NN policy (``tt/ttnn_policy_nXX.py`` over ``tt/ttnn_policy.py``)
     tt_num_cqs: int  # default GR00T_NUM_CQS, as the published package runs it (N1.5: 1, N1.7: 2)
+    tt_model_builder: str  # (device weights, config, layout) -> the TT model for the layout's static geometry
+    tt_device_tensors: str  # the weight layout: (load, names, config, layout) -> (name, tensor, tt layout) rows
+    tt_blank_inputs: str  # (model, config, layout, instruction) -> host inputs of a zero request (the stage sheet)
+    demo: DemoScene
 
 
 SPECS: dict[str, VersionSpec] = {
@@ -75,8 +90,17 @@ SPECS: dict[str, VersionSpec] = {
         tokenizer_env="GR00T_TOKENIZER_DIR_N15",
         eagle_tokens=True,
         ttnn=True,
-        tt_policy_cls=f"{PORT}.tt.ttnn_policy:TTGr00tPolicy",
+        tt_policy_cls=f"{PORT}.tt.ttnn_policy_n15:TTGr00tPolicy",
         tt_num_cqs=1,
+        tt_model_builder=f"{PORT}.tt.ttnn_policy_n15:build_model",
+        tt_device_tensors=f"{PORT}.tt.weight_layout_n15:device_tensors",
+        tt_blank_inputs=f"{PORT}.tt.ttnn_policy_n15:blank_host_inputs",
+        demo=DemoScene(
+            instruction="pick the pear from the counter and place it in the plate",
+            state=f"{PORT}.demo.scenes:GR1_STATE",
+            frames=f"{PORT}.demo.scenes:gr1_frames",
+            noise_shape=(16, 32),
+        ),
     ),
     "n17": VersionSpec(
         name="n17",
@@ -105,8 +129,17 @@ SPECS: dict[str, VersionSpec] = {
         tokenizer_env="GR00T_TOKENIZER_DIR_N17",
         eagle_tokens=False,
         ttnn=True,
-        tt_policy_cls=f"{PORT}.tt.ttnn_policy:TTGr00tPolicyN17",
+        tt_policy_cls=f"{PORT}.tt.ttnn_policy_n17:TTGr00tPolicyN17",
         tt_num_cqs=2,
+        tt_model_builder=f"{PORT}.tt.ttnn_policy_n17:build_model",
+        tt_device_tensors=f"{PORT}.tt.weight_layout_n17:device_tensors",
+        tt_blank_inputs=f"{PORT}.tt.ttnn_policy_n17:blank_host_inputs",
+        demo=DemoScene(
+            instruction="Put the blue block in the green bowl",
+            state=f"{PORT}.demo.scenes:DROID_STATE",
+            frames=f"{PORT}.demo.scenes:droid_frames",
+            noise_shape=(40, 132),
+        ),
     ),
 }
 VERSIONS = tuple(SPECS)

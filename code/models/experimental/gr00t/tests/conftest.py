@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Shared fixtures: an isolated cache, a tiny synthetic checkpoint, its reference policy, and a
+"""Shared fixtures: an isolated cache, each version's tiny synthetic checkpoint and its reference policy, and a
 deterministic GR1 observation."""
 
 from __future__ import annotations
@@ -19,26 +19,55 @@ def _isolated_cache(tmp_path_factory):
     torch.set_num_threads(2)
 
 
+class PerVersion(dict):
+    """version → a value made by ``make(version)`` on first use, so a session builds only the versions its
+    tests ask for, once."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, version: str):
+        value = self[version] = self._make(version)
+        return value
+
+
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory):
+def tiny_checkpoints(tmp_path_factory):
+    """Each version's tiny synthetic checkpoint (seed 0), written once per session: ``tiny_checkpoints["n17"]``.
+    Tests only read it; a test that edits one copies it first."""
     from models.experimental.gr00t.common.synthetic import write_checkpoint
 
-    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n15-tiny", scale="tiny", seed=0, log=lambda _: None)
+    return PerVersion(lambda version: write_checkpoint(tmp_path_factory.mktemp("ckpt") / f"{version}-tiny",
+                                                       scale="tiny", seed=0, version=version, log=lambda _: None))
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint_n17(tmp_path_factory):
-    from models.experimental.gr00t.common.synthetic import write_checkpoint
+def tiny_policies(tiny_checkpoints):
+    """Each version's fp32 reference policy on its tiny checkpoint, loaded once per session."""
+    from models.experimental.gr00t.common.versions import get_spec, load
 
-    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n17-tiny", scale="tiny", seed=0, version="n17",
-                            log=lambda _: None)
+    return PerVersion(lambda version: load(get_spec(version).policy_cls).from_checkpoint(tiny_checkpoints[version]))
 
 
 @pytest.fixture(scope="session")
-def tiny_policy(tiny_checkpoint):
-    from models.experimental.gr00t.reference.torch_policy_n15 import ReferencePolicy
+def tiny_checkpoint(tiny_checkpoints):
+    return tiny_checkpoints["n15"]
 
-    return ReferencePolicy.from_checkpoint(tiny_checkpoint)
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint_n17(tiny_checkpoints):
+    return tiny_checkpoints["n17"]
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tiny_policies):
+    return tiny_policies["n15"]
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_n17(tiny_policies):
+    return tiny_policies["n17"]
 
 
 def make_frame(seed: int = 0, size: tuple[int, int] = (256, 256)) -> np.ndarray:

@@ -7,9 +7,10 @@ Weights: ``GR00T_TEST_WEIGHTS`` / ``GR00T_TEST_WEIGHTS_N17`` (a GR00T N1.5 / N1.
 the real checkpoint) or, by default, the full-size synthetic checkpoint generated once into
 ``$GR00T_CACHE/synthetic``. How to run: README, "TT-NN port" → "On a p150a".
 
-The tap comparison (``tap_report``) and the N1.7 reference taps (``reference_taps_n17``) are plain functions
-so that CI runs them too, on the golden model (``tests/mock/test_tt_model_n17.py``): the device tests' tap
-names, shapes and reference hooks are exercised without a card.
+The tap comparison (``tap_report``) and each version's reference taps (``reference_taps_n15``,
+``reference_taps_n17``) are plain functions, so that CI runs them too: N1.7's on the golden model
+(``tests/mock/test_tt_model_n17.py``), where the device test's tap names, shapes and reference hooks are
+exercised without a card.
 """
 
 from __future__ import annotations
@@ -54,16 +55,6 @@ def checkpoint_for(version: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def device_checkpoint() -> Path:
-    return checkpoint_for("n15")
-
-
-@pytest.fixture(scope="session")
-def device_checkpoint_n17() -> Path:
-    return checkpoint_for("n17")
-
-
-@pytest.fixture(scope="session")
 def tt_cache_root() -> Path:
     return Path(os.environ.get("GR00T_TT_CACHE") or Path.home() / ".cache" / "gr00t-p150" / "tt")
 
@@ -83,7 +74,7 @@ def observations(layout):
     task, other state; N1.7 moves the end effector and the joints but keeps its rotation valid)."""
     import numpy as np
 
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
     from models.experimental.gr00t.common.observation import parse_observation
 
     a = load_demo_request(layout.version)
@@ -96,6 +87,22 @@ def observations(layout):
         state = {k: v.tolist() for k, v in state.items()}
     b = {**a, "instruction": "put the red cube into the basket", "state": state}
     return parse_observation(a, layout), parse_observation(b, layout), a["noise"]
+
+
+# ---- N1.5 taps: the module boundaries without a published gate (projector, each DiT evaluation, state token) ---
+N15_REPORTED = ("vit_embeds", "state_features", "velocity_0", "velocity_1", "velocity_2", "velocity_3")
+
+
+def reference_taps_n15(ref, inputs) -> dict:
+    """The fp32 reference's taps for the N1.5 device comparison: ``infer``'s stage boundaries plus the first
+    SigLIP block."""
+    import torch
+
+    taps = ref.infer(inputs)
+    vit = ref.model.backbone.eagle_model.vision_model.vision_model
+    with torch.inference_mode():
+        taps["vit_block_first"] = vit.encoder.layers[0](vit.embeddings(inputs.pixel_values))
+    return {k: v.float() for k, v in taps.items() if isinstance(v, torch.Tensor)}
 
 
 # ---- N1.7 taps: the published package's gated boundaries that the Stage-1 port exposes -----------------

@@ -18,7 +18,7 @@ from ..common.errors import ConfigError
 DTYPE_POLICIES = ("mixed_dit", "bf16")
 TRACE_LAYOUTS = ("per_stage",)  # vision / llm / adapter / denoise traces
 # The DiT blocks' matmul weights (fused attention projections, feed-forward, AdaLN modulation), not biases;
-# names as ``weight_layout.device_tensors`` emits them.
+# names as the versions' ``device_tensors`` (``weight_layout_n15``, ``weight_layout_n17``) emit them.
 _DIT_MATMUL = re.compile(r"^action_head\.model\.transformer_blocks\.\d+\."
                          r"(attn1\.(qkv|q|k|v|to_out\.0)|ff\.net\.(0\.proj|2)|norm1\.linear)\.weight$")
 

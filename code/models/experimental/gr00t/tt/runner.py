@@ -4,7 +4,8 @@
 ``open_model_device`` opens the p150a (a 1×1 mesh); ``upload`` moves the cached device-layout weights
 into DRAM; ``TTRunner`` runs the four stages untraced, or captures each as a Metal trace once and
 replays them, with the inputs uploaded on the same command queue (1 CQ) or on a second one (2 CQs).
-The robot policy on top is ``ttnn_policy.TTGr00tPolicy`` / ``TTGr00tPolicyN17``.
+The robot policy on top is ``ttnn_policy_n15.TTGr00tPolicy`` / ``ttnn_policy_n17.TTGr00tPolicyN17``
+(over ``ttnn_policy.py``).
 
 Two command queues. CQ 0 runs the stages; CQ 1 writes each request's inputs into the persistent input
 buffers, stage by stage, so that the uploads of the later stages' inputs overlap the earlier stages. The

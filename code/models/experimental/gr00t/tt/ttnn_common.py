@@ -26,7 +26,7 @@ NEG_INF = float("-inf")
 
 
 class DeviceWeights:
-    """name → device tensor, as ``weight_layout.device_tensors`` named them; a missing name is a bug in
+    """name → device tensor, as the version's ``device_tensors`` named them; a missing name is a bug in
     the converter or the module, so it fails with the name."""
 
     def __init__(self, device, tensors: Mapping[str, ttnn.Tensor]):
@@ -60,7 +60,7 @@ class DeviceWeights:
 
     def stored_bytes(self) -> int:
         """Device bytes of every weight as stored (tiles padded; bfloat8_b 1088 B a tile), none marked used."""
-        from .census import Tensor
+        from .tools.census import Tensor
 
         return sum(Tensor(tuple(t.shape), str(t.dtype).split(".")[-1], t.layout == ttnn.TILE_LAYOUT).bytes
                    for t in self._t.values())

@@ -15,7 +15,7 @@ from ..common.configs import EagleConfig
 from .ttnn_common import DeviceWeights, linear
 from .ttnn_qwen3 import TtQwen3
 from .ttnn_siglip import TtSiglipVision
-from .weight_layout import LLM, PROJECTOR
+from .weight_layout_n15 import LLM, PROJECTOR
 
 
 class TtEagle:

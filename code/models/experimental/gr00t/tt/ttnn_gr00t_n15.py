@@ -18,7 +18,8 @@ from ..common.errors import InputError
 from .ttnn_common import NEG_INF, DeviceWeights
 from .ttnn_eagle import TtEagle
 from .ttnn_gr00t import STAGES, TtGr00tModel, head_buffers, prompt_buffers
-from .weight_layout import patchify, tile_up
+from .weight_layout import tile_up
+from .weight_layout_n15 import patchify
 
 __all__ = ["STAGES", "StaticShapes", "TtGr00tN15"]
 

@@ -18,7 +18,8 @@ import ttnn
 from ..common.configs import Qwen3Config
 from ..common.embeddings import rope_cos_sin
 from .ttnn_common import DeviceWeights, attend, linear, rms_norm
-from .weight_layout import LLM, tile_up
+from .weight_layout import tile_up
+from .weight_layout_n15 import LLM
 
 
 def rotate_half_matrix(head_dim: int, padded: int | None = None) -> torch.Tensor:

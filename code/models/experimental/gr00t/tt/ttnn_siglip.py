@@ -2,7 +2,7 @@
 """SigLIP vision tower on TT-NN (twin of ``reference/torch_siglip.py``).
 
 Input: host-unfolded patches [1, 256, 608] (588 pixel values per patch, tile-padded with zeros; see
-``weight_layout.patchify``), so the patch convolution is one matmul. 27 pre-LN encoder layers with
+``weight_layout_n15.patchify``), so the patch convolution is one matmul. 27 pre-LN encoder layers with
 16 heads of 72 (zero-padded to 96 in the fused QKV weight), tanh-GELU MLP of 4304 (padded to 4320),
 then ``post_layernorm``. No mask: all 256 tokens are real. The pooling head is never computed.
 """
@@ -13,7 +13,7 @@ import ttnn
 
 from ..common.configs import SiglipConfig
 from .ttnn_common import DeviceWeights, fused_self_attention, layer_norm, linear
-from .weight_layout import VISION
+from .weight_layout_n15 import VISION
 
 
 class TtSiglipVision:

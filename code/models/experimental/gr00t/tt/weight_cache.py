@@ -2,10 +2,10 @@
 """Checkpoint → TT-NN device-layout weights, converted once on the host and cached on disk.
 
 The one door every TT module's weights go through: the tensors of the version's ``device_tensors``
-(``weight_layout.py`` for N1.5, ``weight_layout_n17.py`` for N1.7: transposed, fused and tile-padded; see
-there), converted to ttnn host tensors in the dtypes the
-``TTPolicy`` says. No device is needed (tiling needs only the cluster
-description, which a mock provides).
+(``VersionSpec.tt_device_tensors``: ``weight_layout_n15.py`` for N1.5, ``weight_layout_n17.py`` for N1.7, over the
+shared rules of ``weight_layout.py``: transposed, fused and tile-padded; see there), converted to ttnn host tensors
+in the dtypes the ``TTPolicy`` says. No device is needed (tiling needs only the cluster description, which a mock
+provides).
 
 The cache lives under ``GR00T_TT_CACHE`` in a folder named by the version and keyed by (weights id,
 policy, layout, ttnn version, converter version): a second boot with the same key reads only ``.tensorbin`` files.
@@ -14,7 +14,6 @@ policy, layout, ttnn version, converter version): a second boot with the same ke
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.metadata
 import json
 import time
@@ -31,12 +30,11 @@ from .policy import TTPolicy
 
 CONVERTER_VERSION = 3  # bump when a conversion rule changes: old caches are then ignored
 MANIFEST = "manifest.json"
-LAYOUT_MODULES = {"n15": "weight_layout", "n17": "weight_layout_n17"}  # version → its device_tensors' module
 
 
 def device_tensors_for(version: str) -> Callable:
-    """The version's ``device_tensors(load, names, config, layout)``."""
-    return importlib.import_module(f"{__package__}.{LAYOUT_MODULES[version]}").device_tensors
+    """The version's ``device_tensors(load, names, config, layout)`` (``VersionSpec.tt_device_tensors``)."""
+    return load(get_spec(version).tt_device_tensors)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """N1.7 checkpoint tensors → the tensors the N1.7 TT-NN modules consume (pure torch, no ttnn, no device).
 
-The same exact rewrites as ``weight_layout.py`` (transposed linears, [1, D] rows, fused head-padded
+The shared exact rewrites of ``weight_layout.py`` (transposed linears, [1, D] rows, fused head-padded
 attention), applied to the Qwen3-VL vision tower, plus two load-time rewrites for its static geometry:
 - the checkpoint already fuses ``attn.qkv`` as [Q | K | V] blocks with heads-major columns, which is the
   order ``split_query_key_value_and_split_heads`` reads; only heads whose width is not a tile multiple
@@ -11,7 +11,7 @@ attention), applied to the Qwen3-VL vision tower, plus two load-time rewrites fo
 - the learned 48×48 position grid is interpolated once to the static image grids
   (``common.embeddings.vision_position_embedding``): ``pos_embed.static`` [P, D] is what gets added.
 
-The Qwen3 text decoder's layers get the N1.5 rules (``weight_layout.device_tensors``): fused Q/K/V for
+The Qwen3 text decoder's layers get the N1.5 rules (``weight_layout_n15.device_tensors``): fused Q/K/V for
 grouped-query attention, per-head q/k RMSNorm with the padding compensation, a row-major embedding table.
 Its final ``norm`` is in the checkpoint but never applied by GR00T N1.7, so it is not converted.
 """
@@ -66,7 +66,7 @@ def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c
                         num_layers: int, prefix: str = TEXT) -> Iterator[tuple[str, torch.Tensor, str]]:
     """(name, tensor, "tile" | "row_major") for the first ``num_layers`` text layers and the embedding table."""
     hd, fused = c.head_dim, set()
-    qk_norm_scale = (tile_up(hd) / hd) ** 0.5  # see weight_layout.device_tensors: 1 for real 128-wide heads
+    qk_norm_scale = (tile_up(hd) / hd) ** 0.5  # see weight_layout_n15.device_tensors: 1 for real 128-wide heads
     kept = tuple(f"{prefix}layers.{i}." for i in range(num_layers))
     for p in (k + "self_attn." for k in kept):
         fused.update(p + n + ".weight" for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
@@ -136,7 +136,7 @@ def static_grids(config: Gr00tN17Config, layout: Layout) -> list[list[int]]:
 
 def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config: Gr00tN17Config,
                    layout: Layout) -> Iterator[tuple[str, torch.Tensor, str]]:
-    """Every tensor the N1.7 TT model reads (``weight_layout.device_tensors``' counterpart): the vision tower at
+    """Every tensor the N1.7 TT model reads (``weight_layout_n15.device_tensors``' counterpart): the vision tower at
     the layout's static patch grids, the kept text layers with the embedding table, the action head with the
     layout's embodiment rows. The stored ``lm_head`` and the text layers past ``select_layer`` are skipped."""
     b = config.backbone

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The roofline arithmetic of ``tt/census.py`` on hand-made graph nodes: stored tensor sizes (tile padding,
+"""The roofline arithmetic of ``tt/tools/census.py`` on hand-made graph nodes: stored tensor sizes (tile padding,
 bfloat8_b's shared exponents), FLOPs of a matmul and an SDPA, the floor at a math fidelity, and the parse of a
 device operation's inputs, outputs, factory and fidelity from ``ttnn.graph`` capture nodes."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.experimental.gr00t.tt import census
-from models.experimental.gr00t.tt.census import DeviceOp, Tensor
+from models.experimental.gr00t.tt.tools import census
+from models.experimental.gr00t.tt.tools.census import DeviceOp, Tensor
 
 
 def test_stored_sizes_pad_to_tiles_and_count_bfloat8_b_exponents():

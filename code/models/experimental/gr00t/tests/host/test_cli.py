@@ -15,7 +15,7 @@ import pytest
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.common.observation import parse_observation
 
-SCRIPTS = Path(__file__).resolve().parents[5] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[5] / "scripts" / "operate"
 
 
 def run(script: str, *args) -> subprocess.CompletedProcess:
@@ -100,15 +100,13 @@ def test_synthetic_cli_refuses_a_non_empty_output(tmp_path, tiny_checkpoint):
     assert_one_line_error(run("make_synthetic_checkpoint.py", "--scale", "tiny", "--out", tiny_checkpoint), "not empty")
 
 
-def test_run_reference_serves_n17_checkpoints_too(tmp_path):
+def test_run_reference_serves_n17_checkpoints_too(tmp_path, tiny_checkpoint_n17):
     """The version comes from the checkpoint's config.json; the DROID layout follows."""
-    from gr00t_p150.server.demo import load_demo_request
-    from models.experimental.gr00t.common.synthetic import write_checkpoint
+    from models.experimental.gr00t.common.demo import load_demo_request
 
-    ckpt = write_checkpoint(tmp_path / "n17", scale="tiny", seed=0, version="n17", log=lambda _: None)
     request = load_demo_request("n17")
     (tmp_path / "obs.json").write_text(json.dumps({k: request[k] for k in ("images", "state", "instruction")}))
-    proc = run("run_reference.py", "--checkpoint", ckpt, "--observation", tmp_path / "obs.json",
+    proc = run("run_reference.py", "--checkpoint", tiny_checkpoint_n17, "--observation", tmp_path / "obs.json",
                "--out", tmp_path / "o.json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads((tmp_path / "o.json").read_text())

@@ -32,11 +32,8 @@ def version(request):
 
 
 @pytest.fixture(scope="module")
-def checkpoint(version, tmp_path_factory):
-    from models.experimental.gr00t.common.synthetic import write_checkpoint
-
-    return write_checkpoint(tmp_path_factory.mktemp("fast") / f"{version}-tiny", scale="tiny", seed=0, version=version,
-                            log=lambda _: None)
+def checkpoint(version, tiny_checkpoints):
+    return tiny_checkpoints[version]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +42,7 @@ def reference(checkpoint, version):
 
 
 def observation(version: str, instruction: str | None = None):
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
 
     request = load_demo_request(version)
     if instruction is not None:

@@ -22,23 +22,15 @@ HORIZON, MAX_DIM = 40, 132
 STAT_FILES = ("statistics.json", "processor_config.json", "embodiment_id.json")
 
 
-@pytest.fixture(scope="session")
-def n17_tiny_checkpoint(tmp_path_factory):
-    from models.experimental.gr00t.common.synthetic import write_checkpoint
-
-    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n17-tiny", scale="tiny", seed=0, version="n17",
-                            log=lambda _: None)
-
-
 @pytest.fixture(scope="module")
-def raw_stats(n17_tiny_checkpoint):
+def raw_stats(tiny_checkpoint_n17):
     """statistics.json for DROID, read with json (not through the loader under test)."""
-    return json.loads((n17_tiny_checkpoint / "statistics.json").read_text())[TAG]
+    return json.loads((tiny_checkpoint_n17 / "statistics.json").read_text())[TAG]
 
 
 @pytest.fixture(scope="module")
-def stats(n17_tiny_checkpoint):
-    return DroidStats.from_checkpoint(n17_tiny_checkpoint, DROID, HORIZON)
+def stats(tiny_checkpoint_n17):
+    return DroidStats.from_checkpoint(tiny_checkpoint_n17, DROID, HORIZON)
 
 
 def stats_copy(tmp_path: Path, checkpoint: Path) -> Path:
@@ -126,8 +118,8 @@ def test_state_groups_land_at_0_9_then_9_then_10_17():
     np.testing.assert_array_equal(vec[:17], [-0.5] * 9 + [0.0] + [0.5] * 7)  # 2·x/4 − 1
 
 
-def test_a_flat_state_dimension_normalises_to_zero(tmp_path, n17_tiny_checkpoint, raw_stats):
-    directory = stats_copy(tmp_path, n17_tiny_checkpoint)
+def test_a_flat_state_dimension_normalises_to_zero(tmp_path, tiny_checkpoint_n17, raw_stats):
+    directory = stats_copy(tmp_path, tiny_checkpoint_n17)
 
     def flatten(data):
         s = data[TAG]["state"]
@@ -241,16 +233,16 @@ def _processor(fn):
 ], ids=["no_albumentations", "albumentations_missing", "other_crop", "no_formalize", "no_kwargs",
         "droid_mapped_elsewhere", "droid_not_mapped", "relative_39_steps", "no_relative_joint", "state_6_dims",
         "no_droid_statistics"])
-def test_unsupported_or_malformed_statistics_files_are_refused(tmp_path, n17_tiny_checkpoint, file, edit, message):
-    directory = stats_copy(tmp_path, n17_tiny_checkpoint)
+def test_unsupported_or_malformed_statistics_files_are_refused(tmp_path, tiny_checkpoint_n17, file, edit, message):
+    directory = stats_copy(tmp_path, tiny_checkpoint_n17)
     edit_json(directory / file, edit)
     with pytest.raises(ConfigError, match=message) as err:
         DroidStats.from_checkpoint(directory, DROID, HORIZON)
     assert file in str(err.value)
 
 
-def test_a_missing_statistics_file_is_refused_naming_it(tmp_path, n17_tiny_checkpoint):
-    directory = stats_copy(tmp_path, n17_tiny_checkpoint)
+def test_a_missing_statistics_file_is_refused_naming_it(tmp_path, tiny_checkpoint_n17):
+    directory = stats_copy(tmp_path, tiny_checkpoint_n17)
     (directory / "embodiment_id.json").unlink()
     with pytest.raises(ConfigError, match="embodiment_id.json: not found"):
         DroidStats.from_checkpoint(directory, DROID, HORIZON)
@@ -269,8 +261,8 @@ def _droid_modality(fn):
     _droid_modality(lambda m: m["action"]["action_configs"][2].update(rep="ABSOLUTE")),
     _droid_modality(lambda m: m["state"].update(modality_keys=["joint_position", "gripper_position", "eef_9d"])),
 ], ids=["letter_box", "mean_std", "sincos_state", "joint_absolute", "state_key_order"])
-def test_processor_settings_that_change_the_chain_are_refused(tmp_path, n17_tiny_checkpoint, file, edit):
-    directory = stats_copy(tmp_path, n17_tiny_checkpoint)
+def test_processor_settings_that_change_the_chain_are_refused(tmp_path, tiny_checkpoint_n17, file, edit):
+    directory = stats_copy(tmp_path, tiny_checkpoint_n17)
     edit_json(directory / file, edit)
     try:
         DroidStats.from_checkpoint(directory, DROID, HORIZON)

@@ -72,6 +72,12 @@ def droid_prompt(grids: list[tuple[int, int, int]], text_ids: list[int]) -> torc
     return torch.tensor([ids + text_ids + [IM_END, NEWLINE]], dtype=torch.int64)
 
 
+def prompt_and_pixels(grids: list[tuple[int, int, int]], text_ids: list[int], seed: int):
+    """(input ids, pixel patches, grid_thw) of a DROID-style prompt over images of these grids."""
+    pv, grid_thw = pixels(grids, seed=seed)
+    return droid_prompt(grids, text_ids), pv, grid_thw
+
+
 def hf_rope_index(hf: HFQwen3VLModel, input_ids: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
     mm_token_type_ids = (input_ids == IMAGE_PAD).int()
     return hf.get_rope_index(input_ids, mm_token_type_ids=mm_token_type_ids, image_grid_thw=grid_thw)[0]
@@ -152,9 +158,7 @@ def test_backbone_features_match_transformers_pre_norm_hidden_state(attn):
     c = tiny_config()
     hf = hf_model(attn, num_layers=c.select_layer)  # HF cut at select_layer, as GR00T pops the rest
     ours = ours_from_hf(hf.state_dict(), c)
-    grids = [DROID_GRID, (1, 8, 8)]
-    pv, grid_thw = pixels(grids, seed=11)
-    ids = droid_prompt(grids, INSTRUCTION)
+    ids, pv, grid_thw = prompt_and_pixels([DROID_GRID, (1, 8, 8)], INSTRUCTION, seed=11)
     with torch.no_grad():
         expected, normed = hf_pre_norm_features(hf, ids, pv, grid_thw)
         got = ours(ids, pv, grid_thw)
@@ -185,9 +189,7 @@ def test_backbone_features_are_layer_select_output_of_the_deeper_model():
     c = tiny_config()
     hf = hf_model(num_layers=c.text.num_hidden_layers)
     ours = ours_from_hf(hf.state_dict(), c)
-    grids = [(1, 8, 8), DROID_GRID]
-    pv, grid_thw = pixels(grids, seed=12)
-    ids = droid_prompt(grids, INSTRUCTION[:5])
+    ids, pv, grid_thw = prompt_and_pixels([(1, 8, 8), DROID_GRID], INSTRUCTION[:5], seed=12)
     with torch.no_grad():
         expected = hf_layer_output(hf, c.select_layer - 1, ids, pv, grid_thw)
         got = ours(ids, pv, grid_thw)
@@ -216,9 +218,7 @@ def test_meta_built_backbone_loads_strictly_from_a_full_hf_state_dict():
     ours.eval()
     assert not any(p.is_meta for p in ours.parameters())
     assert not list(ours.buffers())
-    grids = [(1, 8, 8), (1, 8, 8)]
-    pv, grid_thw = pixels(grids, seed=13)
-    ids = droid_prompt(grids, INSTRUCTION[:2])
+    ids, pv, grid_thw = prompt_and_pixels([(1, 8, 8), (1, 8, 8)], INSTRUCTION[:2], seed=13)
     with torch.no_grad():
         expected = hf_layer_output(full.model, c.select_layer - 1, ids, pv, grid_thw)
         got = ours(ids, pv, grid_thw)
@@ -237,9 +237,7 @@ def test_bf16_backbone_equals_transformers_with_fp32_rope_tables():
     for name, b in fp32_buffers.items():
         owner, attr = name.rsplit(".", 1)
         setattr(hf.get_submodule(owner), attr, b)
-    grids = [DROID_GRID, (1, 8, 8)]
-    pv, grid_thw = pixels(grids, seed=14)
-    ids = droid_prompt(grids, INSTRUCTION)
+    ids, pv, grid_thw = prompt_and_pixels([DROID_GRID, (1, 8, 8)], INSTRUCTION, seed=14)
     with torch.no_grad():
         expected, _ = hf_pre_norm_features(hf, ids, pv, grid_thw)
         got = ours(ids, pv, grid_thw)

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
 from models.experimental.gr00t.common.configs_n15 import Gr00tN15Config
 from models.experimental.gr00t.common.layouts import GR1
-from models.experimental.gr00t.tt.weight_layout import DIT, VLSA, device_tensors
+from models.experimental.gr00t.tt.weight_layout import DIT, VLSA
+from models.experimental.gr00t.tt.weight_layout_n15 import device_tensors
 
 
 @pytest.fixture(scope="module")

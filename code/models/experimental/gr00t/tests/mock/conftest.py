@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def mock_device(tmp_path_factory):
-    from models.experimental.gr00t.tt.mock_runtime import build_mock_runtime, mock_env
+    from models.experimental.gr00t.tt.tools.mock_runtime import build_mock_runtime, mock_env
 
     if shutil.which("riscv64-unknown-elf-ld") is None:
         if os.environ.get("CI"):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Trace safety of both TT models on the mock P150 (``tt/trace_safety.py``): in ``TTRunner.capture``'s order,
+"""Trace safety of both TT models on the mock P150 (``tt/tools/trace_safety.py``): in ``TTRunner.capture``'s order,
 no stage does host I/O, no stage reads a buffer that is freed later, no stage allocates over a buffer that must
 survive its replay (inputs, constants, weights, earlier outputs), and the request path allocates nothing.
 Negative controls show each rule can fail: capturing llm before vision leaves a dangling read, a readback
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.mock
 
 
 def build(version: str, checkpoint, device, cache):
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
     from models.experimental.gr00t.common.versions import get_spec, load
 
     policy = load(get_spec(version).tt_policy_cls).build(checkpoint, device, cache_root=cache,
@@ -36,7 +36,7 @@ def models(mock_device, tiny_checkpoint, tiny_checkpoint_n17, tmp_path_factory):
 @pytest.mark.parametrize("version", ["n15", "n17"])
 def test_every_stage_is_trace_safe(models, version):
     from models.experimental.gr00t.tt.runner import STAGES
-    from models.experimental.gr00t.tt.trace_safety import check
+    from models.experimental.gr00t.tt.tools.trace_safety import check
 
     model, host = models[version]
     report = check(model, host)
@@ -51,7 +51,7 @@ def test_every_stage_is_trace_safe(models, version):
 
 
 def test_capturing_llm_before_vision_leaves_a_dangling_read(models):
-    from models.experimental.gr00t.tt.trace_safety import check
+    from models.experimental.gr00t.tt.tools.trace_safety import check
 
     model, host = models["n17"]
     report = check(model, host, capture_order=("llm", "vision", "adapter", "denoise"))
@@ -61,7 +61,7 @@ def test_capturing_llm_before_vision_leaves_a_dangling_read(models):
 def test_a_readback_inside_a_stage_is_host_io(models, monkeypatch):
     import ttnn
 
-    from models.experimental.gr00t.tt.trace_safety import check
+    from models.experimental.gr00t.tt.tools.trace_safety import check
 
     model, host = models["n15"]
     adapter = type(model).adapter
@@ -78,7 +78,7 @@ def test_a_readback_inside_a_stage_is_host_io(models, monkeypatch):
 def test_an_upload_that_allocates_is_caught(models, monkeypatch):
     import ttnn
 
-    from models.experimental.gr00t.tt.trace_safety import check
+    from models.experimental.gr00t.tt.tools.trace_safety import check
 
     model, host = models["n15"]
 

@@ -50,7 +50,7 @@ def _need_free_disk(where: Path, gigabytes: float) -> None:
 
 @pytest.fixture(scope="module")
 def full_policy(mock_device, full_checkpoint, tmp_path_factory):
-    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
+    from models.experimental.gr00t.tt.ttnn_policy_n15 import TTGr00tPolicy
 
     lines: list[str] = []
     root = tmp_path_factory.mktemp("tt-cache")
@@ -64,7 +64,7 @@ def full_policy(mock_device, full_checkpoint, tmp_path_factory):
 def test_full_size_model_runs_through_every_tt_module(full_policy, mock_device):
     import ttnn
 
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
 
     policy, lines, _ = full_policy
     assert policy.config == Gr00tN15Config.full()
@@ -103,10 +103,10 @@ def test_second_boot_reads_only_the_cache(full_policy, full_checkpoint):
 
 
 def test_full_size_model_is_trace_safe_and_within_its_budgets(full_policy):
-    """``tt/trace_safety.py`` at full size (the real allocation order of ``TTRunner.capture`` on the p150a's DRAM)
+    """``tt/tools/trace_safety.py`` at full size (the real allocation order of ``TTRunner.capture`` on the p150a's DRAM)
     and the budgets of ``tt_expect.checked_sheet``: programs per stage, matmul factories, L1 headroom, the
     committed roofline sheet."""
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
 
     from .tt_expect import checked_sheet
 

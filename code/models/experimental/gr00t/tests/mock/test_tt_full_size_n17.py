@@ -169,7 +169,7 @@ def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     import ttnn
 
     from models.experimental.gr00t.tt.runner import STAGES
-    from models.experimental.gr00t.tt.stage_sheet import allocated_model, demo_host_inputs
+    from models.experimental.gr00t.tt.tools.stage_sheet import allocated_model, demo_host_inputs
 
     from .tt_expect import checked_sheet, expected_attention_calls_n17, expected_norm_calls_n17
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The TT modules' data flow against the fp32 reference, without a card: the unchanged TT module code
-runs on the host with every ttnn op replaced by ttnn's own golden function (``tt/golden_ops.py``).
+runs on the host with every ttnn op replaced by ttnn's own golden function (``tt/tools/golden_ops.py``).
 
 In fp32 the port must reproduce the reference (itself tested against transformers / diffusers) at
 every stage boundary: fused and head-padded weights, head splits, GQA, RoPE, the splice, padded
@@ -16,7 +16,7 @@ import torch
 
 from models.experimental.gr00t.common.quality import max_abs_diff, pcc
 
-from .tt_expect import golden_taps, reference_case
+from .tt_expect import golden_taps, reference_case, tap_pairs
 
 pytestmark = pytest.mark.mock
 
@@ -30,15 +30,8 @@ def reference(tiny_checkpoint):
 
 
 def compare(tt: dict, taps: dict, seq_len: int) -> dict[str, tuple[float, float]]:
-    out = {}
-    for name in TAPS:
-        got = tt[name].float()
-        if name in ("backbone_features", "vl_embs"):
-            got = got[:, :seq_len]  # the padded prompt rows are never read
-        want = taps[name].float()
-        out[name] = (max_abs_diff(got.reshape(want.shape).numpy(), want.numpy()),
-                     pcc(got.flatten().numpy(), want.flatten().numpy()))
-    return out
+    return {name: (max_abs_diff(got.numpy(), want.numpy()), pcc(got.flatten().numpy(), want.flatten().numpy()))
+            for name, (got, want) in tap_pairs(tt, taps, TAPS, seq_len).items()}
 
 
 def test_the_tt_data_flow_equals_the_fp32_reference(mock_device, tiny_checkpoint, reference):
@@ -74,7 +67,7 @@ def test_device_precision_estimate_stays_close(mock_device, tiny_checkpoint, ref
 def test_the_hifi2_model_truncates_activations_of_bfloat8_matmuls_only(mock_device):
     """``device_hifi2`` clears the last bf16 mantissa bit of a matmul's activation when its weight is bfloat8_b
     (HiFi2), towards zero, and leaves bf16-weight matmuls as ``device`` computes them."""
-    from models.experimental.gr00t.tt.golden_ops import golden_execution, truncate_last_bf16_bit
+    from models.experimental.gr00t.tt.tools.golden_ops import golden_execution, truncate_last_bf16_bit
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 256, generator=g).bfloat16().float()
@@ -101,7 +94,7 @@ def test_a_step_size_the_dt_fold_would_round_is_refused(tiny_checkpoint, referen
 
     from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
     from models.experimental.gr00t.common.errors import ConfigError
-    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+    from models.experimental.gr00t.tt.tools.golden_ops import golden_tt_model
 
     ref, _, _ = reference
     head = dataclasses.replace(ref.config.action_head, num_inference_timesteps=3)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The N1.7 Qwen3-VL backbone's TT data flow against the fp32 reference, without a card: the unchanged
 TT modules (``tt/ttnn_qwen3vl.py``) run with every ttnn op replaced by its golden function
-(``tt/golden_ops.py``) on the DROID static geometry (4 images × 16×28 patches, a prompt padded to 512),
+(``tt/tools/golden_ops.py``) on the DROID static geometry (4 images × 16×28 patches, a prompt padded to 512),
 with small widths.
 
 They must reproduce ``reference/torch_qwen3vl`` (itself tested against transformers): the vision tower on
@@ -52,7 +52,7 @@ def vision_reference():
 
 
 def run_golden(state: dict, patches: torch.Tensor, mutate=None, c=TINY):
-    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.tools.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
     from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLVision
     from models.experimental.gr00t.tt.weight_layout_n17 import vision_device_tensors
@@ -151,7 +151,7 @@ def text_reference():
 
 def run_text_golden(state, ids, embeds, deepstack, mutate=None, c=BACKBONE.text):
     from models.experimental.gr00t.common.embeddings import rope_index
-    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.tools.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
     from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLText
     from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors
@@ -269,7 +269,7 @@ def dit_reference():
 
 
 def run_dit_golden(state, image, x, context, swap_masks=False):
-    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.tools.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_common import NEG_INF, DeviceWeights
     from models.experimental.gr00t.tt.ttnn_dit import TtDiT
     from models.experimental.gr00t.tt.weight_layout_n17 import dit_device_tensors
@@ -332,7 +332,7 @@ def head_reference():
 
 
 def test_the_n17_action_head_data_flow_equals_the_fp32_reference(mock_device, head_reference):
-    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.tools.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_action_head import TtActionHead
     from models.experimental.gr00t.tt.ttnn_common import NEG_INF, DeviceWeights
     from models.experimental.gr00t.tt.weight_layout_n17 import head_device_tensors
@@ -397,7 +397,7 @@ def test_the_n17_action_head_runs_on_the_mock_p150(mock_device, head_reference):
 def test_the_n17_backbone_with_its_splice_equals_the_fp32_reference(mock_device):
     from models.experimental.gr00t.common.embeddings import rope_index
     from models.experimental.gr00t.reference.torch_qwen3vl import Qwen3VLBackbone
-    from models.experimental.gr00t.tt.golden_ops import HOST_DEVICE, golden_execution
+    from models.experimental.gr00t.tt.tools.golden_ops import HOST_DEVICE, golden_execution
     from models.experimental.gr00t.tt.ttnn_common import DeviceWeights
     from models.experimental.gr00t.tt.ttnn_qwen3vl import TtQwen3VLBackbone
     from models.experimental.gr00t.tt.weight_layout_n17 import text_device_tensors, vision_device_tensors

@@ -12,14 +12,14 @@ import torch
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.observation import parse_observation
 
-from .tt_expect import captured_forward, count_calls, expected_attention_calls, expected_norm_calls
+from .tt_expect import assert_static_taps_in_dram, captured_forward, count_calls, expected_layer_ops, layer_ops
 
 pytestmark = pytest.mark.mock
 
 
 @pytest.fixture(scope="module")
 def tt_policy(mock_device, tiny_checkpoint, tmp_path_factory):
-    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicy
+    from models.experimental.gr00t.tt.ttnn_policy_n15 import TTGr00tPolicy
 
     return TTGr00tPolicy.build(tiny_checkpoint, mock_device, cache_root=tmp_path_factory.mktemp("tt-cache"),
                                weights_id="tiny-seed0", traced=False, log=lambda _: None)
@@ -27,7 +27,7 @@ def tt_policy(mock_device, tiny_checkpoint, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def demo_inputs(tt_policy):
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
 
     request = load_demo_request("n15")
     return tt_policy.prepare(parse_observation(request, tt_policy.layout), noise=request["noise"])
@@ -43,12 +43,7 @@ def traced_forward(tt_policy, demo_inputs, mock_device):
 
 def test_the_op_graph_has_every_layer_of_the_config(traced_forward, tt_policy):
     _, calls, _ = traced_forward
-    config = tt_policy.config
-    assert count_calls(calls, "transformer.scaled_dot_product_attention") == expected_attention_calls(config)
-    norms = expected_norm_calls(config)
-    assert count_calls(calls, "layer_norm") == norms["layer_norm"]
-    assert count_calls(calls, "rms_norm") == norms["rms_norm"]
-    assert count_calls(calls, "embedding") == 1
+    assert layer_ops(calls) == expected_layer_ops(tt_policy.config)
     assert count_calls(calls, "linear") > 100
 
 
@@ -67,10 +62,7 @@ def test_stage_outputs_have_static_shapes_dtypes_and_live_in_dram(traced_forward
         "velocity_0": ((1, 16, 32), ttnn.bfloat16),
         "action_pred": ((1, 16, 32), ttnn.float32),  # the Euler state stays fp32 on the device
     }
-    for name, (shape, dtype) in want.items():
-        t = taps[name]
-        assert tuple(t.shape) == shape and t.dtype == dtype, (name, tuple(t.shape), t.dtype)
-        assert t.layout == ttnn.TILE_LAYOUT and t.memory_config().buffer_type == ttnn.BufferType.DRAM, name
+    assert_static_taps_in_dram(taps, want)
     assert s.seq_len == 384 and s.dit_tokens == 64
 
 

@@ -16,8 +16,8 @@ import torch
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.quality import max_abs_diff
 
-from .tt_expect import (captured_forward, count_calls, expected_attention_calls_n17, expected_norm_calls_n17,
-                        golden_taps, reference_case)
+from .tt_expect import (assert_static_taps_in_dram, captured_forward, expected_layer_ops, golden_taps, layer_ops,
+                        reference_case, tap_pairs)
 
 pytestmark = pytest.mark.mock
 
@@ -33,12 +33,8 @@ def reference(tiny_checkpoint_n17):
 def compare(tt: dict, taps: dict, seq_len: int, relative: bool = False) -> dict[str, float]:
     """max |TT − reference| per tap (``relative``: divided by the tap's largest reference magnitude)."""
     out = {}
-    for name in TAPS:
-        got = tt[name].float()
-        if name in ("backbone_features", "vl_embs"):
-            got = got[:, :seq_len]  # the padded prompt rows are never read
-        want = taps[name].float()
-        out[name] = max_abs_diff(got.reshape(want.shape).numpy(), want.numpy())
+    for name, (got, want) in tap_pairs(tt, taps, TAPS, seq_len).items():
+        out[name] = max_abs_diff(got.numpy(), want.numpy())
         if relative:
             out[name] /= max(float(want.abs().max()), 1e-12)
     return out
@@ -81,7 +77,7 @@ def test_every_static_prompt_has_the_same_positions(mock_device, tiny_checkpoint
     from models.experimental.gr00t.common.embeddings import rope_index
     from models.experimental.gr00t.common.prompts import encode_n17_prompt
     from models.experimental.gr00t.tt.ttnn_gr00t_n17 import StaticShapesN17
-    from models.experimental.gr00t.tt.ttnn_policy import image_rows_n17
+    from models.experimental.gr00t.tt.ttnn_policy_n17 import image_rows_n17
     from models.experimental.gr00t.tt.weight_layout_n17 import static_grids
 
     ref, inputs, _ = reference
@@ -99,7 +95,7 @@ def test_every_static_prompt_has_the_same_positions(mock_device, tiny_checkpoint
 # ---- the same model on the mock P150 ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tt_policy(mock_device, tiny_checkpoint_n17, tmp_path_factory):
-    from models.experimental.gr00t.tt.ttnn_policy import TTGr00tPolicyN17
+    from models.experimental.gr00t.tt.ttnn_policy_n17 import TTGr00tPolicyN17
 
     return TTGr00tPolicyN17.build(tiny_checkpoint_n17, mock_device, cache_root=tmp_path_factory.mktemp("tt-cache"),
                                   weights_id="tiny-n17-seed0", traced=False, num_cqs=1, log=lambda _: None)
@@ -115,12 +111,7 @@ def traced_forward(tt_policy, reference, mock_device):
 
 def test_the_n17_op_graph_has_every_layer_of_the_config(traced_forward, tt_policy):
     _, calls, _ = traced_forward
-    config = tt_policy.config
-    assert count_calls(calls, "transformer.scaled_dot_product_attention") == expected_attention_calls_n17(config)
-    norms = expected_norm_calls_n17(config)
-    assert count_calls(calls, "layer_norm") == norms["layer_norm"]
-    assert count_calls(calls, "rms_norm") == norms["rms_norm"]
-    assert count_calls(calls, "embedding") == 1
+    assert layer_ops(calls) == expected_layer_ops(tt_policy.config)
 
 
 def test_n17_stage_outputs_have_static_shapes_dtypes_and_live_in_dram(traced_forward, tt_policy):
@@ -137,10 +128,7 @@ def test_n17_stage_outputs_have_static_shapes_dtypes_and_live_in_dram(traced_for
         "velocity_0": ((1, 40, 132), ttnn.bfloat16),
         "action_pred": ((1, 40, 132), ttnn.float32),  # the Euler state stays fp32 on the device
     }
-    for name, (shape, dtype) in want.items():
-        t = taps[name]
-        assert tuple(t.shape) == shape and t.dtype == dtype, (name, tuple(t.shape), t.dtype)
-        assert t.layout == ttnn.TILE_LAYOUT and t.memory_config().buffer_type == ttnn.BufferType.DRAM, name
+    assert_static_taps_in_dram(taps, want)
     assert s.seq_len == 512 and s.dit_tokens == 64 and s.grids == ((1, 16, 28),) * 4
 
 
@@ -220,7 +208,7 @@ def test_the_n17_policy_answers_through_the_reference_host_chain(tt_policy, refe
 
 
 def test_the_device_pcc_comparison_passes_on_the_golden_model(mock_device, tiny_checkpoint_n17, reference):
-    """``tests/pcc/test_pcc_stages_n17.py`` needs a card; its tap names, reference hooks and report run here on
+    """``tests/pcc/test_pcc_stages.py`` needs a card; its tap names, reference hooks and report run here on
     the golden model, where every gated and reported tap must be at PCC ≈ 1."""
     from models.experimental.gr00t.common.quality import TT_STAGE_PCC_GATES_N17
     from models.experimental.gr00t.tests.device_fixtures import N17_REPORTED, reference_taps_n17, tap_report

@@ -15,7 +15,8 @@ from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.layouts import GR1
 from models.experimental.gr00t.tt.policy import TTPolicy
 from models.experimental.gr00t.tt.weight_cache import convert_checkpoint, load_cached
-from models.experimental.gr00t.tt.weight_layout import SKIPPED, tile_up
+from models.experimental.gr00t.tt.weight_layout import tile_up
+from models.experimental.gr00t.tt.weight_layout_n15 import SKIPPED
 
 pytestmark = pytest.mark.mock
 

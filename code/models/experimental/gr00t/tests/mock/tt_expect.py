@@ -42,8 +42,20 @@ def expected_norm_calls_n17(config) -> Counter:
     return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
 
 
+EXPECTED_LAYER_CALLS = {"n15": (expected_attention_calls, expected_norm_calls),
+                        "n17": (expected_attention_calls_n17, expected_norm_calls_n17)}
+LAYER_OPS = ("transformer.scaled_dot_product_attention", "layer_norm", "rms_norm", "embedding")
+
+
+def expected_layer_ops(config) -> dict[str, int]:
+    """``LAYER_OPS``' calls in one forward of the config's TT model: one SDPA per attention layer, every
+    LayerNorm and RMSNorm, one embedding lookup."""
+    attention, norms = EXPECTED_LAYER_CALLS[config.version]
+    return {"transformer.scaled_dot_product_attention": attention(config), **norms(config), "embedding": 1}
+
+
 # Device programs per request and stage at full size (``program_execution`` nodes of each stage's graph, as
-# ``tt/trace_safety.py`` captures it), the regression budget of ``make test-tt-full``: a stage that grows fails.
+# ``tt/tools/trace_safety.py`` captures it), the regression budget of ``make test-tt-full``: a stage that grows fails.
 # Measured by the full-size tests' printouts (``pytest -s -m slow tests/mock/test_tt_full_size*.py``). History:
 # the AdaLN fold (``ttnn_common.modulated_layer_norm``) took N1.5 from 1,835 (denoise 1,096) to 1,699 and N1.7
 # from 3,172 (denoise 2,084) to 2,908; SDPA writing its heads concatenated (``output_concat_heads``, one
@@ -73,14 +85,14 @@ def over_budget(version: str, programs: dict[str, int]) -> dict[str, tuple[int, 
 
 
 def checked_sheet(version: str, model, host: dict) -> dict:
-    """The full-size stage sheet (``tt/stage_sheet.py``) of one request, with the budgets of ``make test-tt-full``
+    """The full-size stage sheet (``tt/tools/stage_sheet.py``) of one request, with the budgets of ``make test-tt-full``
     asserted: trace safety, device programs per stage, no matmul on the generic factory, every device program
     accounted for as a device operation, L1 headroom, every weight's bytes in the sheet, and the committed
     roofline sheet (``benchmarks/results/tt_roofline_<version>.json``) equal to the fresh one."""
     import json
     from pathlib import Path
 
-    from models.experimental.gr00t.tt.stage_sheet import over_l1, stage_sheet
+    from models.experimental.gr00t.tt.tools.stage_sheet import over_l1, stage_sheet
 
     sheet, report = stage_sheet(model, host)
     print(f"full-size {version} stage sheet:", {s: {k: r[k] for k in ("programs", "floor_us", "l1_peak_per_core",
@@ -96,13 +108,28 @@ def checked_sheet(version: str, model, host: dict) -> dict:
                             / f"tt_roofline_{version}.json").read_text())["stages"]
     fresh = {s: (r["programs"], r["bytes"], r["floor_us"]) for s, r in sheet.items()}
     assert fresh == {s: (r["programs"], r["bytes"], r["floor_us"]) for s, r in committed.items()}, \
-        f"rerun code/scripts/tt_roofline.py --version {version}: the committed sheet is stale"
+        f"rerun code/scripts/bench/tt_roofline.py --version {version}: the committed sheet is stale"
     return sheet
 
 
 def count_calls(calltrace: list[str], op: str) -> int:
     """Top-level calls of ``ttnn.<op>`` in a graph-capture calltrace."""
     return sum(1 for name in calltrace if name == f"ttnn.{op}")
+
+
+def layer_ops(calltrace: list[str]) -> dict[str, int]:
+    """``LAYER_OPS``' top-level calls in a graph-capture calltrace."""
+    return {op: count_calls(calltrace, op) for op in LAYER_OPS}
+
+
+def assert_static_taps_in_dram(taps: dict, want: dict) -> None:
+    """Each tap of ``want`` (name → (shape, dtype)) has that shape and dtype, in tile layout, in DRAM."""
+    import ttnn
+
+    for name, (shape, dtype) in want.items():
+        t = taps[name]
+        assert tuple(t.shape) == shape and t.dtype == dtype, (name, tuple(t.shape), t.dtype)
+        assert t.layout == ttnn.TILE_LAYOUT and t.memory_config().buffer_type == ttnn.BufferType.DRAM, name
 
 
 def captured_forward(model, device) -> tuple[dict, list[str], int]:
@@ -129,7 +156,7 @@ def mock_tensor(device, t, *, dtype=None, row_major: bool = False):
 def reference_case(version: str, checkpoint):
     """(fp32 reference policy, prepared demo inputs, its taps) of ``version`` on ``checkpoint``: what the golden
     data-flow tests compare the TT modules against."""
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
     from models.experimental.gr00t.common.observation import parse_observation
     from models.experimental.gr00t.common.versions import get_spec, load
 
@@ -143,7 +170,7 @@ def golden_taps(checkpoint, ref, inputs, precision: str = "fp32", mutate=None) -
     """The TT model of ``ref``'s version, built from ``checkpoint`` through the weight rules, run with ttnn's
     golden functions on ``inputs`` (``mutate`` edits the host tensors first): every tap."""
     from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
-    from models.experimental.gr00t.tt.golden_ops import golden_tt_model
+    from models.experimental.gr00t.tt.tools.golden_ops import golden_tt_model
 
     model = golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, precision)
     with model.execution():
@@ -154,3 +181,15 @@ def golden_taps(checkpoint, ref, inputs, precision: str = "fp32", mutate=None) -
         taps = {}
         model.forward(taps)
     return taps
+
+
+def tap_pairs(tt: dict, taps: dict, names, seq_len: int) -> dict:
+    """name → (TT tap, reference tap), float and in the reference's shape; the padded prompt rows of
+    ``backbone_features`` and ``vl_embs`` are dropped (nothing reads them)."""
+    out = {}
+    for name in names:
+        got, want = tt[name].float(), taps[name].float()
+        if name in ("backbone_features", "vl_embs"):
+            got = got[:, :seq_len]
+        out[name] = got.reshape(want.shape), want
+    return out

@@ -30,7 +30,7 @@ from models.experimental.gr00t.tests.device_fixtures import build_policy, checkp
 
 BUDGET_MS = 250.0
 PUBLISHED_MS = {"n15": 43.4, "n17": 62.8}
-# The roofline sheets (``code/scripts/tt_roofline.py``, from the mock): a stage slower than 3× its floor is named.
+# The roofline sheets (``code/scripts/bench/tt_roofline.py``, from the mock): a stage slower than 3× its floor is named.
 ROOFLINE = Path(__file__).resolve().parents[6] / "benchmarks" / "results"
 OVER_FLOOR = 3.0
 

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The per-stage sheet of a full-size TT model on the (mock) device: program census, matmul factories, bytes,
 FLOPs and floors (``census.py``), L1 per core, and the trace-safety report, from one pass over the stages in
-``TTRunner.capture``'s order. ``code/scripts/tt_roofline.py`` writes it to ``benchmarks/results``;
+``TTRunner.capture``'s order. ``code/scripts/bench/tt_roofline.py`` writes it to ``benchmarks/results``;
 ``make test-tt-full`` asserts its budgets."""
 
 from __future__ import annotations
 
 import torch
 
+from ...common.versions import get_spec, load
+from ..runner import STAGES
 from . import census
-from .runner import STAGES
 from .trace_safety import Report, check
 
 
@@ -19,13 +20,12 @@ def allocated_model(version: str, device):
     policy), allocated uninitialised in their cached layouts: for the mock, where values never matter."""
     import ttnn
 
-    from ..common.layouts import DEFAULT_LAYOUT, get_layout
-    from ..common.versions import get_spec, load
-    from ..common.weights import inventory
-    from .policy import TTPolicy
-    from .ttnn_common import DeviceWeights
-    from .ttnn_policy import build_tt_model
-    from .weight_cache import device_tensors_for
+    from ...common.layouts import DEFAULT_LAYOUT, get_layout
+    from ...common.weights import inventory
+    from ..policy import TTPolicy
+    from ..ttnn_common import DeviceWeights
+    from ..ttnn_policy import build_tt_model
+    from ..weight_cache import device_tensors_for
 
     config, layout, policy = load(get_spec(version).config_cls).full(), get_layout(DEFAULT_LAYOUT[version]), TTPolicy()
     shapes = {s.name: s.shape for s in inventory(config)}
@@ -38,22 +38,9 @@ def allocated_model(version: str, device):
 
 
 def demo_host_inputs(model, config, layout, instruction: str = "put the marker in the bowl") -> dict:
-    """A request's host tensors at the model's static shapes: zero pixels, state and noise, a real prompt."""
-    from ..common.prompts import encode_n15_prompt, encode_n17_prompt
-
-    s, h = model.shapes, config.action_head
-    state, noise = torch.zeros(1, 1, h.max_state_dim), torch.zeros(1, h.action_horizon, h.action_dim)
-    if layout.version == "n15":
-        ids = encode_n15_prompt(instruction, n_images=layout.n_images,
-                                tokens_per_image=config.backbone.tokens_per_image,
-                                max_text_tokens=layout.max_text_tokens).input_ids
-        size = config.backbone.vision.image_size
-        return model.host_inputs(torch.zeros(1, 3, size, size), torch.tensor([ids]), state, noise)
-    merge = config.backbone.vision.spatial_merge_size**2
-    ids = encode_n17_prompt(instruction, tokens_per_image=[t * hh * w // merge for t, hh, w in s.grids],
-                            max_text_tokens=layout.max_text_tokens).input_ids
-    return model.host_inputs(torch.zeros(s.patches, s.patch_dim), torch.tensor([ids]), torch.tensor(s.grids),
-                             state, noise)
+    """A request's host tensors at the model's static shapes: zero pixels, state and noise, a real prompt (the
+    version's ``VersionSpec.tt_blank_inputs``)."""
+    return load(get_spec(layout.version).tt_blank_inputs)(model, config, layout, instruction)
 
 
 def stage_sheet(model, host: dict) -> tuple[dict, Report]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .census import device_ops
-from .runner import STAGES
+from ..runner import STAGES
 
 HOST_IO_CALLS = ("ttnn.from_torch", "ttnn.to_torch", "ttnn.to_device", "ttnn.from_device",
                  "ttnn.copy_host_to_device_tensor", "ttnn.copy_device_to_host_tensor", "tt::tt_metal::copy_to_device",

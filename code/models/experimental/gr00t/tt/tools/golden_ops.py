@@ -35,7 +35,8 @@ import weakref
 
 import torch
 
-# The TT modules that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
+# The TT modules (of ``tt/``) that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
+_TT_PACKAGE = __package__.rpartition(".")[0]
 TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head",
               "ttnn_gr00t", "ttnn_gr00t_n15", "ttnn_qwen3vl", "ttnn_gr00t_n17")
 
@@ -169,11 +170,11 @@ def golden_ttnn(precision: str = "fp32"):
 @contextlib.contextmanager
 def golden_execution(precision: str = "fp32"):
     """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
-    from . import (ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_gr00t_n15,  # noqa: F401
-                   ttnn_gr00t_n17, ttnn_qwen3, ttnn_qwen3vl, ttnn_siglip)
+    from .. import (ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_gr00t, ttnn_gr00t_n15,  # noqa: F401
+                    ttnn_gr00t_n17, ttnn_qwen3, ttnn_qwen3vl, ttnn_siglip)
 
     shim = golden_ttnn(precision)
-    modules = [sys.modules[f"{__package__}.{name}"] for name in TT_MODULES]
+    modules = [sys.modules[f"{_TT_PACKAGE}.{name}"] for name in TT_MODULES]
     saved = [m.ttnn for m in modules]
     for m in modules:
         m.ttnn = shim
@@ -201,10 +202,10 @@ class GoldenModel:
 
 
 def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None) -> GoldenModel:
-    from .policy import TTPolicy
-    from .ttnn_common import DeviceWeights
-    from .ttnn_policy import build_tt_model
-    from .weight_cache import device_tensors_for
+    from ..policy import TTPolicy
+    from ..ttnn_common import DeviceWeights
+    from ..ttnn_policy import build_tt_model
+    from ..weight_cache import device_tensors_for
 
     device_tensors = device_tensors_for(layout.version)
     policy = policy or TTPolicy()
