@@ -54,13 +54,26 @@ def _plain(a: np.ndarray, field: str = "ndarray") -> np.ndarray:
 
 
 # ---- GR00T PolicyServer ---------------------------------------------------------------------------
-class ModalityConfigJSON(dict):
-    """A ``ModalityConfig`` as its fields: encoded with the GR00T class marker."""
+class ModalityConfigJSON:
+    """A ``ModalityConfig`` as its fields, packed with the GR00T class marker, which NVIDIA's ``PolicyClient``
+    turns back into its ``ModalityConfig``. Deliberately not a ``dict`` subclass: msgpack packs dict subclasses as
+    plain maps without ever calling ``default``, so the marker would never be written."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict):
+        self.fields = dict(fields)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModalityConfigJSON) and other.fields == self.fields
+
+    def __repr__(self) -> str:
+        return f"ModalityConfigJSON({self.fields!r})"
 
 
 def _groot_default(obj):
     if isinstance(obj, ModalityConfigJSON):
-        return {"__ModalityConfig_class__": True, "as_json": dict(obj)}
+        return {"__ModalityConfig_class__": True, "as_json": obj.fields}
     if isinstance(obj, np.ndarray):
         out = io.BytesIO()
         np.save(out, _plain(obj), allow_pickle=False)
@@ -71,6 +84,11 @@ def _groot_default(obj):
 
 
 def _groot_hook(obj: dict):
+    if "__ModalityConfig_class__" in obj:  # this package's clients keep a ModalityConfig as its fields
+        fields = obj.get("as_json")
+        if not isinstance(fields, dict):
+            raise WireError("ModalityConfig", "as_json must be a map of the config's fields")
+        return fields
     if "__ndarray_class__" in obj:
         blob = obj.get("as_npy")
         if not isinstance(blob, bytes):

@@ -6,29 +6,42 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from models.experimental.gr00t.common.policy import Policy, PolicyResult, PreparedInputs, stack_inputs
 from models.experimental.gr00t.common.timing import Stopwatch
 
 
+@runtime_checkable
 class Backend(Protocol):
-    """Everything the engine uses; ``close`` runs at shutdown on the thread that owns the device."""
+    """What every backend must offer; the engine uses nothing else (``PolicyBackend`` gives the defaults).
+    ``close`` runs at shutdown on the thread that owns the device."""
 
     name: str
     mock: bool  # a mock device: ops validated, nothing computed (the gate is skipped)
-    is_reference: bool  # this backend is the fp32 CPU reference (its answer is the golden)
+    selection: str  # why this backend (and device) was chosen, for /info
     reference_policy: Any  # an fp32 reference sharing this backend's weights, or None
+    batchable: str | None  # None when ``run_batch`` takes several requests in one model call, else why not
+    rtc_variants: tuple[str, ...]  # the real-time chunking variants its sampler runs (SERVING.md §12)
+
+    @property
+    def is_reference(self) -> bool:
+        """This backend is the fp32 CPU reference (its answer is the golden)."""
 
     @property
     def action_shape(self) -> tuple[int, int]:
         """(horizon, action_dim) of the model-space chunk."""
 
+    @property
+    def stage(self) -> str:
+        """What is served, in one word for /info's top-level ``stage`` (``reference-fp32-cpu``,
+        ``fast-bf16-cuda``, ``stage1-ttnn-traces``, ...), as the published package reports it."""
+
     def prepare(self, observation: Any, *, noise=None, seed: int | None = None, state_dtype: str = "float64"):
         """Validate and encode, on the request's thread (raises ``InputError`` before any device work)."""
 
-    batchable: str | None  # None when ``run_batch`` takes several requests in one model call, else why not
-    rtc_variants: tuple[str, ...]  # the real-time chunking variants its sampler runs (SERVING.md §12)
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs):
+        """A session's previous chunk rows ``steps`` in the model space of a new request's ``inputs`` (RTC)."""
 
     def batch_buckets(self, max_batch: int) -> list[int] | None:
         """The static batch sizes that batches of up to ``max_batch`` run at (each built at boot), or None where
@@ -43,11 +56,6 @@ class Backend(Protocol):
     def predict(self, observation: Any, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PolicyResult:
         """``run(prepare(...))``: both halves on the calling thread (warm-up, scripts)."""
-
-    @property
-    def stage(self) -> str:
-        """What is served, in one word for /info's top-level ``stage`` (``reference-fp32-cpu``,
-        ``fast-bf16-cuda``, ``stage1-ttnn-traces``, ...), as the published package reports it."""
 
     def describe(self) -> dict:
         """Backend, device, dtype policy and why they were chosen (for /info)."""
@@ -78,6 +86,10 @@ class PolicyBackend:
 
     batchable: str | None = "this backend runs one request at a time"
     rtc_variants: tuple[str, ...] = ()
+
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs):
+        """The policy's own re-expression of a previous chunk (N1.7: absolute actions against the new state)."""
+        return self.policy.frozen_prefix(last_normalized, last_actions, steps, inputs)
 
     def batch_buckets(self, max_batch: int) -> list[int] | None:
         return None

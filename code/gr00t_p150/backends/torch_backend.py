@@ -10,7 +10,6 @@ the reference stays available (``reference_policy``) without a second copy of th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .base import PolicyBackend
@@ -50,16 +49,14 @@ class TorchBackend(PolicyBackend):
     mock = False
 
     def __init__(self, checkpoint: Path, version: str, layout: str, device: str, dtype: str, reason: str,
-                 path: str | None = None):
+                 path: str = "auto"):
         import torch
         from models.experimental.gr00t.reference.policies import load_reference_policy
         from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
 
-        from gr00t_p150.server.settings import parse_torch_path
-
-        # The engine passes the configured path; a caller that does not gets the same variable's value.
-        self.path, path_reason = resolve_torch_path(path or parse_torch_path(os.environ), device, dtype)
-        self.device, self.dtype, self.reason = device, dtype, f"{reason}; {path_reason}"
+        self.path, path_reason = resolve_torch_path(path, device, dtype)
+        self.device, self.dtype, self.selection = device, dtype, reason
+        self.reason = f"{reason}; {path_reason}"
         ref = load_reference_policy(checkpoint, version, layout, device if dtype == "float32" else "cpu")
         if self.path == "reference":
             self.policy = self.reference_policy = ref

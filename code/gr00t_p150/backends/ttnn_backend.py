@@ -7,7 +7,7 @@ adapter / denoise traces. A request: host chain (as the reference) → inputs ch
 shapes → written into the persistent buffers (on CQ 1 with 2 queues) → four replays → readback →
 un-normalise (N1.7: relative actions composed onto the request's state).
 
-``mock=True`` (``GR00T_TT_MOCK=1``) is a test mode: the mock P150 of ``tt/mock_runtime.py`` validates
+``mock=True`` (``GR00T_TT_MOCK=1``) is a test mode: the mock P150 of ``tt/tools/mock_runtime.py`` validates
 every op of the untraced model but computes nothing, so the actions are not a policy; the response
 and /info say so. Trace capture and ``wait_for_event`` crash on a mock, so the mock mode runs the stages
 untraced on one command queue, and /info says so.
@@ -41,7 +41,7 @@ def prepare_runtime(mock: bool, cache_dir: Path) -> None:
     if mock:
         import sys
 
-        from models.experimental.gr00t.tt.mock_runtime import MockRuntimeError, build_mock_runtime, mock_env
+        from models.experimental.gr00t.tt.tools.mock_runtime import MockRuntimeError, build_mock_runtime, mock_env
 
         if "ttnn" in sys.modules and not os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
             raise TTNNBackendError("GR00T_TT_MOCK=1 but ttnn was already imported for real hardware in this process")
@@ -74,7 +74,7 @@ class TTNNBackend(PolicyBackend):
         from models.experimental.gr00t.tt.policy import TTPolicy
         from models.experimental.gr00t.tt.runner import check_num_cqs, open_model_device
 
-        self.mock, self.reason = mock, reason
+        self.mock, self.reason, self.selection = mock, reason, reason
         self.requested_cqs = check_num_cqs(num_cqs)
         # wait_for_event crashes the mock runtime: a mock runs the untraced stages on one queue
         self.num_cqs = 1 if mock else num_cqs

@@ -13,22 +13,7 @@ import statistics
 import time
 from collections import deque
 
-
-class QueueFull(Exception):
-    """The server already holds ``GR00T_MAX_QUEUE`` requests -> 429 with ``Retry-After``."""
-
-    def __init__(self, depth: int, retry_after_s: int):
-        super().__init__(f"the server is at GR00T_MAX_QUEUE ({depth} requests admitted); retry in "
-                         f"{retry_after_s} s")
-        self.retry_after_s = retry_after_s
-
-
-class Draining(Exception):
-    """SIGTERM received: requests that arrived before it are answered, later ones get 503."""
-
-
-class DeadlineExpired(Exception):
-    """The request's deadline passed before the device started on it -> 504 (never after device work began)."""
+from .exceptions import Draining, QueueFull
 
 
 class Admission:

@@ -1,33 +1,29 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The one owner of the model and the device.
+"""The one owner of the model and the device: a single device thread, the queue in front of it, and the
+device-error accounting.
 
-Boot (load → warm up → fidelity gate) and every prediction run on a single worker thread, so requests
-are serialised and never share state; request parsing and image decoding happen before, on the
-request's own thread, so a malformed request never reaches the model (or, for a small request while that
-thread is idle, on the device thread just before the model: ``prepare_and_run``). With micro-batching on
-(``GR00T_MAX_BATCH`` > 1, ``batching.py``) requests of one shape that queue together share one model call.
+Boot (``boot.py``) and every model call run on the device thread, so requests are serialised and never share
+state; a request's decoding and encoding happen before, on its own worker thread, so a malformed request never
+reaches the model (or, for a small request while the device thread is idle, on the device thread just before
+the model: ``prepare_and_run``). With micro-batching on (``GR00T_MAX_BATCH`` > 1, ``batching.py``) requests of
+one shape that queue together share one model call. Nothing outside this module touches the backend: callers
+get what they need here (``layout``, ``action_shape``, ``rtc_variants``, ``attach_rtc``, ``describe_backend``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-import platform
-import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .admission import DeadlineExpired
-from .contract import contract, model_name
-from .demo import load_demo_request
-from .errors import BootError, RequestRefused, as_request_refused, printable
-from .fidelity import Fidelity, gate, resolve_golden
+from .boot import Booted, boot
+from .exceptions import DeadlineExpired, RequestRefused, as_request_refused
+from .refusals import printable
 from .settings import ServerConfig
-from .weights import WeightsError, WeightsInfo, resolve_weights
 
 log = logging.getLogger("gr00t_p150")
 LOST_AFTER = 3  # consecutive unexpected device-thread errors after which the backend counts as lost (/health 503)
@@ -50,24 +46,14 @@ class Engine:
         self.config = config
         self._on_device_error = on_device_error  # e.g. the Prometheus counter's ``inc``
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gr00t-device")
-        self.backend = None
-        self.weights: WeightsInfo | None = None
-        self.layout = None
-        self.fidelity: Fidelity | None = None
-        self.warmup_ms: list[float] = []
-        self.golden: dict | None = None
-        self.backend_choice = ""
-        self.fidelity_skipped: str | None = None
-        self.golden_source = ""
-        self.boot_s = 0.0
+        self.booted: Booted | None = None
+        self.backend = None  # the booted backend; only the engine calls it
         self.ready = False
         self.closed = False
         self.device_errors = 0
         self.consecutive_device_errors = 0
         self.last_device_error: dict | None = None
-        self.batcher = None  # a MicroBatcher once booted with GR00T_MAX_BATCH > 1 on a backend that batches
-        self.batching_off: str | None = "GR00T_MAX_BATCH=1"
-        self.batch_buckets: list[int] | None = None  # the backend's static batch sizes, when it has them
+        self.batcher = None  # a MicroBatcher once booted with micro-batching on
         self._device_jobs = 0  # jobs submitted to the device thread and not yet finished or cancelled
         self._device_jobs_lock = threading.Lock()
 
@@ -76,9 +62,58 @@ class Engine:
         """The backend can no longer be trusted to serve: closed, or failing every request."""
         return self.closed or self.consecutive_device_errors >= LOST_AFTER
 
-    # ---- boot -----------------------------------------------------------------------------------
+    # ---- what callers need of the model ---------------------------------------------------------
+    @property
+    def layout(self):
+        return self.booted.layout if self.booted else None
+
+    @property
+    def weights(self):
+        return self.booted.weights if self.booted else None
+
+    @property
+    def action_shape(self) -> tuple[int, int]:
+        """(horizon, action_dim) of the model-space chunk."""
+        return self.backend.action_shape
+
+    @property
+    def rtc_variants(self) -> tuple[str, ...]:
+        return self.backend.rtc_variants
+
+    @property
+    def stage(self) -> str:
+        return self.backend.stage
+
+    def describe_backend(self) -> dict:
+        return self.backend.describe()
+
+    @property
+    def selection(self) -> str:
+        """Why this backend (and device) serves, for /info."""
+        return self.backend.selection
+
+    def attach_rtc(self, job, prepared) -> None:
+        """Steer a prepared request by its session's previous chunk (an ``rtc.RtcJob``)."""
+        from .rtc import attach_rtc
+
+        attach_rtc(self.backend, job, prepared.inputs)
+
+    # ---- boot and shutdown ----------------------------------------------------------------------
     async def start(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._boot)
+        booted = await asyncio.get_running_loop().run_in_executor(self._executor, self._boot)
+        if booted.batching_off is None:
+            from models.experimental.gr00t.common.policy import batch_key
+
+            from .batching import MicroBatcher
+
+            self.batcher = MicroBatcher(self.config.max_batch, self.config.batch_window_ms,
+                                        lambda prepared: batch_key(prepared.inputs), self._run_group, self._executor)
+        self.ready = True
+
+    def _boot(self) -> Booted:
+        self.booted = boot(self.config)  # a failed boot closes what it opened (on this thread) and raises
+        self.backend = self.booted.backend
+        return self.booted
 
     def shutdown(self) -> None:
         """Release the backend (traces, device) on the device thread, after the requests already queued."""
@@ -93,149 +128,6 @@ class Engine:
             except Exception as exc:  # shutdown goes on; say what failed
                 log.error("Closing the backend failed: %s: %s", type(exc).__name__, exc)
         self._executor.shutdown(wait=True, cancel_futures=True)
-
-    def _boot(self) -> None:
-        t0 = time.perf_counter()
-        c = self.config
-        from models.experimental.gr00t.common.layouts import get_layout
-
-        self.layout = get_layout(c.layout)
-        log.info("Settings init: %s", json.dumps(c.to_dict()))
-        try:
-            self.weights = resolve_weights(c, log.info)
-        except WeightsError as exc:
-            raise BootError(str(exc)) from None
-        if self.weights.synthetic:
-            log.warning("Weights are SYNTHETIC (random, %s): responses are not a policy", self.weights.source)
-        self.backend = self._open_backend()
-        self._warm_up_and_gate()
-        self._open_batcher()
-        self.boot_s = time.perf_counter() - t0
-        self.ready = True
-        log.info("Model warmup completed: ready in %.1f s", self.boot_s)
-
-    def _open_backend(self):
-        c = self.config
-        if c.tt_mock and c.backend != "ttnn":
-            raise BootError("GR00T_TT_MOCK=1 is the TT-NN test mode: it needs GR00T_BACKEND=ttnn")
-        if c.backend in ("auto", "ttnn"):
-            from models.experimental.gr00t.common.versions import get_spec
-            from models.experimental.gr00t.tt.runner import device_present  # imports no ttnn
-
-            present = device_present()
-            if c.backend == "ttnn":
-                return self._open_ttnn("GR00T_TT_MOCK=1 (test mode)" if c.tt_mock else "GR00T_BACKEND=ttnn")
-            if present and get_spec(c.version).ttnn:
-                return self._open_ttnn("auto: a Tenstorrent device is present")
-            self.backend_choice = (f"auto: a Tenstorrent device is present but the TT-NN port does not serve "
-                                   f"{c.version}; " if present else "auto: no Tenstorrent device; ")
-        from gr00t_p150.backends.torch_backend import TorchBackend, pick_torch_device
-
-        try:
-            device, reason = pick_torch_device(c.torch_device)
-        except RuntimeError as exc:
-            raise BootError(str(exc)) from None
-        self.backend_choice += f"torch on {device} ({reason})"
-        log.info("Loading weights: %s from %s", self.weights.source, self.weights.path)
-        log.info("Opening device: torch %s, %s", device, c.torch_dtype)
-        t = time.perf_counter()
-        try:
-            backend = TorchBackend(self.weights.path, c.version, c.layout, device, c.torch_dtype, self.backend_choice,
-                                   path=c.torch_path)
-        except Exception as exc:  # a bad checkpoint: name the problem in one line
-            raise BootError(f"loading {self.weights.path} failed: {exc}") from None
-        log.info("Model loaded and pipeline ready (%.1f s)", time.perf_counter() - t)
-        return backend
-
-    def _open_ttnn(self, reason: str):
-        c = self.config
-        from gr00t_p150.backends.ttnn_backend import TTNNBackend, TTNNBackendError, prepare_runtime
-
-        self.backend_choice = f"ttnn ({reason})"
-        try:
-            prepare_runtime(c.tt_mock, c.cache_dir)
-        except TTNNBackendError as exc:
-            raise BootError(str(exc)) from None
-        log.info("Loading weights: %s from %s into the TT-NN cache %s", self.weights.source, self.weights.path,
-                 c.tt_cache)
-        t = time.perf_counter()
-        weights_id = f"{self.weights.source}-{self.weights.revision or 'local'}-{self.weights.fingerprint[:24]}"
-        try:
-            backend = TTNNBackend(self.weights.path, c.version, c.layout, mesh_shape=c.mesh_shape,
-                                  cache_root=c.tt_cache, weights_id=weights_id, dtype_policy=c.tt_policy,
-                                  trace_layout=c.tt_trace_layout, mock=c.tt_mock,
-                                  warmup_request=load_demo_request(c.version), reason=self.backend_choice, log=log.info,
-                                  num_cqs=c.tt_num_cqs)
-        except TTNNBackendError as exc:
-            raise BootError(str(exc)) from None
-        except Exception as exc:  # a device or conversion failure: one line, the cause named
-            raise BootError(f"TT-NN backend failed to start: {type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0]}") from None
-        log.info("Model loaded and pipeline ready (%.1f s)", time.perf_counter() - t)
-        return backend
-
-    def _warm_up_and_gate(self) -> None:
-        c = self.config
-        from models.experimental.gr00t.common.observation import parse_observation
-
-        request = load_demo_request(c.version)
-        obs = parse_observation(request, self.layout)
-        results = []
-        for i in range(c.warmup_runs):
-            t = time.perf_counter()
-            results.append(self.backend.predict(obs, noise=request["noise"]))
-            self.warmup_ms.append((time.perf_counter() - t) * 1e3)
-            log.info("Warming up: %d/%d, %.1f ms", i + 1, c.warmup_runs, self.warmup_ms[-1])
-        self.golden, source = resolve_golden(c, self.weights, self.backend, obs, request, results[0])
-        self.golden_source = source
-        if self.backend.mock:
-            self.fidelity_skipped = "not applicable: the mock P150 validates ops but computes nothing"
-            log.warning("Fidelity gate skipped (%s): MOCK test mode, responses are not a policy", self.fidelity_skipped)
-            return
-        self.fidelity = gate(results, self.golden, source, self.layout, c.warmup_pcc_min)
-        f = self.fidelity
-        log.info("Fidelity gate: PCC %.6f vs %s golden (min %.4f), deterministic=%s -> %s", f.pcc, f.golden_source,
-                 f.pcc_min, f.deterministic, "PASS" if f.passed else "FAIL")
-        f.raise_unless_passed()
-
-    def _open_batcher(self) -> None:
-        """Micro-batching when configured and the backend can run stacked requests; otherwise say why not."""
-        c = self.config
-        if c.max_batch <= 1:
-            return
-        why_not = getattr(self.backend, "batchable", "this backend runs one request at a time")
-        if why_not is None and c.batch_window_ms <= 0:
-            why_not = "GR00T_BATCH_WINDOW_MS=0"
-        if why_not is not None:
-            self.batching_off = why_not
-            log.warning("GR00T_MAX_BATCH=%d ignored: %s; requests run one at a time", c.max_batch, why_not)
-            return
-        from models.experimental.gr00t.common.policy import batch_key
-
-        from .batching import MicroBatcher
-
-        self.batcher = MicroBatcher(c.max_batch, c.batch_window_ms, lambda prepared: batch_key(prepared.inputs),
-                                    self._run_group, self._executor)
-        self.batching_off = None
-        log.info("Micro-batching on: up to %d requests per model call, %.1f ms window", c.max_batch,
-                 c.batch_window_ms)
-        self._warm_batch_buckets()
-
-    def _warm_batch_buckets(self) -> None:
-        """A backend with static batch buckets builds each bucket's buffers (and CUDA graphs) now, on the demo
-        request, so that the first batch of each size does not pay for them."""
-        from models.experimental.gr00t.common.observation import parse_observation
-
-        buckets = self.backend.batch_buckets(self.config.max_batch)
-        self.batch_buckets = buckets
-        if not buckets:
-            return
-        request = load_demo_request(self.config.version)
-        prepared = self.backend.prepare(parse_observation(request, self.layout), noise=request["noise"])
-        for n in buckets[1:]:
-            t = time.perf_counter()
-            self.backend.run_batch([prepared] * n)
-            log.info("Warming up batch bucket %d (of %s): %.1f ms", n, buckets, (time.perf_counter() - t) * 1e3)
 
     # ---- requests -------------------------------------------------------------------------------
     def prepare(self, obs, *, noise, seed, state_dtype, deadline: float | None = None):
@@ -353,33 +245,8 @@ class Engine:
 
     def batching_info(self) -> dict[str, Any]:
         if not self.batcher:
-            return {"enabled": False, "reason": self.batching_off}
+            return {"enabled": False, "reason": self.booted.batching_off if self.booted else None}
         info = self.batcher.describe()
-        if self.batch_buckets:  # static shapes: a batch runs at the next bucket, padded with copies of a request
-            info["static_buckets"] = self.batch_buckets
+        if self.booted.batch_buckets:  # static shapes: a batch runs at the next bucket, padded with copies
+            info["static_buckets"] = self.booted.batch_buckets
         return info
-
-    def info(self) -> dict[str, Any]:
-        import torch
-        import transformers
-
-        c, lay = self.config, self.layout
-        return {
-            "version": c.version,
-            "model": model_name(c.version),
-            "ready": self.ready,
-            "stage": self.backend.stage if self.backend else None,
-            "contract": contract(c, lay, *self.backend.action_shape) if self.backend else None,
-            "weights": self.weights.to_dict() if self.weights else None,
-            "backend": {**(self.backend.describe() if self.backend else {}), "selection": self.backend_choice},
-            "warmup": {"runs": len(self.warmup_ms),
-                       "median_ms": statistics.median(self.warmup_ms) if self.warmup_ms else None,
-                       "all_ms": [round(x, 2) for x in self.warmup_ms]},
-            "fidelity": {"skipped": self.fidelity_skipped} if self.fidelity_skipped else
-                        self.fidelity.to_dict() if self.fidelity else None,
-            "batching": self.batching_info(),
-            "boot_s": round(self.boot_s, 2),
-            "config": c.to_dict(),
-            "software": {"python": platform.python_version(), "torch": torch.__version__,
-                         "transformers": transformers.__version__},
-        }

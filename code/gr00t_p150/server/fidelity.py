@@ -15,8 +15,7 @@ import logging
 import math
 from dataclasses import dataclass
 
-from .demo import DEMO_DIR
-from .errors import BootError
+from .exceptions import BootError
 from .settings import ServerConfig
 from .weights import WeightsInfo, read_golden
 
@@ -66,12 +65,14 @@ def resolve_golden(config: ServerConfig, weights: WeightsInfo, backend, obs, req
     c = config
     if c.golden:
         return read_golden(c.golden), f"file {c.golden}"
+    from models.experimental.gr00t.common.demo import DEMO_DIR
+
     shipped = DEMO_DIR / c.version / "expected.json"
     if weights.source == "synthetic:tiny" and shipped.is_file():
         golden = read_golden(shipped)
         if golden.get("weights", {}).get("fingerprint") != weights.fingerprint:
             raise BootError(f"{shipped} was made for other synthetic weights than the generator now writes: "
-                            "regenerate it with code/gr00t_p150/demo/make_demo.py")
+                            "regenerate it with code/models/experimental/gr00t/demo/make_demo.py")
         return golden, "shipped"
     cache = c.cache_dir / "golden" / f"{c.version}-{c.layout}-{weights.fingerprint[:24]}.json"
     if cache.is_file():

@@ -28,8 +28,14 @@ class Metrics:
         self.requests = Counter("gr00t_requests", "HTTP requests by route and status", ("route", "status"),
                                 registry=r)
         self.stage_seconds = Histogram("gr00t_request_stage_duration_seconds",
-                                       "Server-side time of each stage of a served /predict", ("stage",),
-                                       buckets=BUCKETS_S, registry=r)
+                                       "Server-side time of each stage of a served request (every protocol)",
+                                       ("stage",), buckets=BUCKETS_S, registry=r)
+        self.policy_requests = Counter("gr00t_policy_requests", "Action requests by protocol (http = /predict, zmq "
+                                       "= get_action, openpi = infer) and status (HTTP's code for the outcome)",
+                                       ("protocol", "status"), registry=r)
+        self.policy_seconds = Histogram("gr00t_policy_request_duration_seconds",
+                                        "Server-side total time of a served action request, by protocol",
+                                        ("protocol",), buckets=BUCKETS_S, registry=r)
         self.queue_depth = Gauge("gr00t_queue_depth", "Requests admitted now (decoding, waiting or on the device)",
                                  registry=r)
         self.queue_limit = Gauge("gr00t_queue_limit", "GR00T_MAX_QUEUE", registry=r)
@@ -49,22 +55,30 @@ class Metrics:
     def route(self, path: str) -> str:
         return path if path in ROUTES else "other"
 
-    def observe_stages(self, timing_ms: dict[str, float]) -> None:
+    def observe_stages(self, timing_ms: dict[str, float], protocol: str) -> None:
+        """A served request's stage times (ms), whichever protocol it came by."""
         for stage in STAGES:
             if stage in timing_ms:
                 self.stage_seconds.labels(stage).observe(timing_ms[stage] / 1e3)
+        if "total" in timing_ms:
+            self.policy_seconds.labels(protocol).observe(timing_ms["total"] / 1e3)
+
+    def answered(self, protocol: str, status: int) -> None:
+        """One action request answered over ``protocol`` with ``status`` (200, or its refusal's HTTP code)."""
+        self.policy_requests.labels(protocol, str(status)).inc()
 
     def booted(self, engine) -> None:
         """Record what boot found (called once the engine is ready)."""
         from .contract import model_name
 
-        c, w, b = engine.config, engine.weights, engine.backend.describe()
-        self.model.labels(c.version, model_name(c.version), engine.backend.stage, str(b.get("name", "")),
+        boot, b = engine.booted, engine.describe_backend()
+        c, w = boot.config, boot.weights
+        self.model.labels(c.version, model_name(c.version), engine.stage, str(b.get("name", "")),
                           str(b.get("device", "")), str(b.get("dtype", "")), w.source, w.revision or "",
                           str(w.synthetic is not None).lower()).set(1)
-        if engine.warmup_ms:
-            self.warmup_seconds.set(statistics.median(engine.warmup_ms) / 1e3)
-        f = engine.fidelity
+        if boot.warmup_ms:
+            self.warmup_seconds.set(statistics.median(boot.warmup_ms) / 1e3)
+        f = boot.fidelity
         self.fidelity_pcc.set(f.pcc if f else float("nan"))
         self.fidelity_passed.set(-1 if f is None else int(f.passed))
         self.ready.set(1)

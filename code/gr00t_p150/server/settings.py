@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .exceptions import SettingError
+
 BACKENDS = ("auto", "torch", "ttnn")
 TORCH_DEVICES = ("auto", "cpu", "cuda")
 TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (checked when the device is known)
@@ -22,10 +24,6 @@ TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (c
 TORCH_PATHS = ("auto", "fast", "reference")
 # What needs ``Authorization: Bearer <GR00T_API_KEY>`` when a key is set; /health always stays open.
 AUTH_ROUTES = ("/predict", "/reset", "/info", "/demo", "/metrics", "/v1/models", "/docs", "/redoc", "/openapi.json")
-
-
-class SettingError(ValueError):
-    """A configuration value that cannot be used; the message names the variable."""
 
 
 def parse_mesh_shape(text: str) -> tuple[int, int]:

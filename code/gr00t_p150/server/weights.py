@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Where the weights come from (``GR00T_WEIGHTS``) and what they are, for provenance and caching.
+"""Where the weights come from (``GR00T_WEIGHTS``) and what they are, for provenance and caching (their
+fingerprint is the port's, ``common/checkpoint.py``).
 
 - ``hub``: the pinned revision from the Hugging Face cache (``local_files_only`` first, then a download);
 - a local snapshot directory;
@@ -8,20 +9,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .exceptions import WeightsError
 from .settings import ServerConfig
 
 SYNTHETIC_SEED = 0
-
-
-class WeightsError(RuntimeError):
-    """Weights that cannot be had: the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -39,33 +36,9 @@ class WeightsInfo:
                 "fingerprint": self.fingerprint}
 
 
-def fingerprint(directory: Path, *, content: bool = False) -> str:
-    """sha256 over the small JSON files and, per shard, either its whole content (``content``) or its
-    size, mtime and safetensors header (or, for a Hugging Face cache symlink, the content-addressed
-    blob name it points to)."""
-    h = hashlib.sha256()
-    for name in ("config.json", "model.safetensors.index.json", "experiment_cfg/metadata.json", "statistics.json",
-                 "processor_config.json", "embodiment_id.json", "SYNTHETIC.json"):
-        p = directory / name
-        if p.is_file():
-            h.update(name.encode() + b"\0" + p.read_bytes())
-    for shard in sorted(directory.glob("model*.safetensors")):
-        h.update(shard.name.encode())
-        if content:
-            with shard.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 22), b""):
-                    h.update(block)
-        elif shard.is_symlink() and "blobs" in Path(os.readlink(shard)).parts:
-            h.update(Path(os.readlink(shard)).name.encode())
-        else:
-            st = shard.stat()
-            with shard.open("rb") as fh:
-                n = int.from_bytes(fh.read(8), "little")
-                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode() + fh.read(min(n, 100_000_000)))
-    return h.hexdigest()
-
-
 def resolve_weights(config: ServerConfig, log: Callable[[str], None]) -> WeightsInfo:
+    from models.experimental.gr00t.common.checkpoint import fingerprint
+
     if config.weights.startswith("synthetic:"):
         return _synthetic(config, config.weights.split(":", 1)[1], log)
     if config.weights == "hub":
@@ -78,6 +51,7 @@ def resolve_weights(config: ServerConfig, log: Callable[[str], None]) -> Weights
 
 
 def _synthetic(config: ServerConfig, scale: str, log: Callable[[str], None]) -> WeightsInfo:
+    from models.experimental.gr00t.common.checkpoint import fingerprint
     from models.experimental.gr00t.common.synthetic import synthetic_info, write_checkpoint
 
     path = config.cache_dir / "synthetic" / f"{config.version}-{scale}-seed{SYNTHETIC_SEED}"

@@ -3,11 +3,34 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import io
 import os
+import socket
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+
+CODE = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def png(h: int, w: int) -> str:
+    """A black ``h``×``w`` RGB PNG, base64 as a request carries it."""
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((h, w, 3), np.uint8)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +43,14 @@ def server_env(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """An N1.5 synthetic tiny checkpoint of its own (seed 0), for tests that open a backend directly."""
+    from models.experimental.gr00t.common.synthetic import write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n15-tiny", scale="tiny", seed=0, log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
 def server_config(server_env):
     from gr00t_p150.server.settings import load_config
 
@@ -27,11 +58,28 @@ def server_config(server_env):
 
 
 @pytest.fixture(scope="session")
-def client(server_config):
-    from gr00t_p150.server.app import create_app
+def clients(server_env):
+    """One booted test server per version of the registry, each started on first use and kept for the session."""
+    from contextlib import ExitStack
 
-    with TestClient(create_app(server_config), raise_server_exceptions=False) as c:
-        yield c
+    from gr00t_p150.server.app import create_app
+    from gr00t_p150.server.settings import load_config
+
+    booted: dict[str, TestClient] = {}
+    with ExitStack() as stack:
+        def client_of(version: str) -> TestClient:
+            if version not in booted:
+                app = create_app(load_config({**server_env, "GR00T_VERSION": version}))
+                booted[version] = stack.enter_context(TestClient(app, raise_server_exceptions=False))
+            return booted[version]
+
+        yield client_of
+
+
+@pytest.fixture(scope="session")
+def client(clients):
+    """The N1.5 server (the default version of most server tests)."""
+    return clients("n15")
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +118,14 @@ def request_body(demo):
     import copy
 
     return copy.deepcopy(demo["request"])
+
+
+def metrics_of(text: str) -> dict:
+    """{(sample name, frozenset(labels)): value}, parsed by prometheus-client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def with_config(config, **changes):

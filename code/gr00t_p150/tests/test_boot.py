@@ -10,7 +10,7 @@ import os
 import pytest
 from fastapi.testclient import TestClient
 from gr00t_p150.server.app import create_app
-from gr00t_p150.server.engine import BootError
+from gr00t_p150.server.exceptions import BootError
 from gr00t_p150.server.settings import SettingError, load_config, parse_mesh_shape
 
 from .conftest import with_config

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gr00t_p150.server.demo import DEMO_DIR, load_demo_request
+from models.experimental.gr00t.common.demo import DEMO_DIR, load_demo_request
 
 MAKE_DEMO = DEMO_DIR / "make_demo.py"
 

@@ -49,7 +49,7 @@ def demo_inputs(tmp_path_factory):
     """The N1.5 demo request as files, and the tiny checkpoint it is answered with (written here, natively)."""
     from models.experimental.gr00t.common.synthetic import write_checkpoint
 
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
 
     d = tmp_path_factory.mktemp("portability")
     request = load_demo_request("n15")
@@ -60,7 +60,7 @@ def demo_inputs(tmp_path_factory):
 
 def run_reference(d: Path, ckpt: Path, name: str, forced: dict[str, str]) -> dict:
     out = d / f"{name}.json"
-    subprocess.run([sys.executable, str(CODE / "scripts" / "run_reference.py"), "--checkpoint", str(ckpt),
+    subprocess.run([sys.executable, str(CODE / "scripts" / "operate" / "run_reference.py"), "--checkpoint", str(ckpt),
                     "--observation", str(d / "obs.json"), "--noise", str(d / "obs.json"), "--out", str(out)],
                    env=child_env(forced), check=True, capture_output=True, timeout=300)
     return json.loads(out.read_text())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,17 +15,10 @@ from pathlib import Path
 
 import pytest
 
-CODE = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from .conftest import CODE, free_port
 
 # How the manifests launch it (tt-model: `python -m uvicorn --host … --port … --lifespan on [serve.args] APP`).
-SERVE_ARGS = ("--lifespan", "on", "--http", "gr00t_p150.server.protocol:GuardedH11Protocol")
+SERVE_ARGS = ("--lifespan", "on", "--http", "gr00t_p150.server.web.h11:GuardedH11Protocol")
 
 
 def start(env: dict, port: int, log: Path) -> subprocess.Popen:

@@ -3,7 +3,7 @@
 connections (408 / closed), a lost backend (/health 503), SIGTERM drain and a second SIGTERM, and a
 property-based fuzz of /predict that must never produce a 5xx.
 
-The process tests launch uvicorn the way the manifests do (``--http gr00t_p150.server.protocol:GuardedH11Protocol``)
+The process tests launch uvicorn the way the manifests do (``--http gr00t_p150.server.web.h11:GuardedH11Protocol``)
 and talk to 127.0.0.1 over raw sockets where a client must misbehave."""
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import with_config
+from .conftest import metrics_of, with_config
 from .test_process import serve
 
 KEY = "test-key-0123456789abcdef"
@@ -78,12 +77,6 @@ def response_of(sock: socket.socket) -> tuple[int, dict]:
     resp = http.client.HTTPResponse(sock)
     resp.begin()
     return resp.status, json.loads(resp.read())
-
-
-def metrics_of(text: str) -> dict:
-    """{(sample name, frozenset(labels)): value}, parsed by prometheus-client's own parser."""
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 # ---- a guarded server: one place in the queue, a key, 1 s head and body timeouts ---------------------
@@ -228,12 +221,12 @@ def test_a_deadline_refuses_only_work_the_device_has_not_started(client, request
 @pytest.fixture
 def host_threads_seen(client, monkeypatch):
     """The thread (name, torch threads) each /predict's host work starts on, in order."""
-    from gr00t_p150.server import app as app_module
+    from gr00t_p150.server import service as service_module
 
     import torch
 
-    seen, real = [], app_module._decode
-    monkeypatch.setattr(app_module, "_decode", lambda engine, body: (
+    seen, real = [], service_module.decode_request
+    monkeypatch.setattr(service_module, "decode_request", lambda engine, body: (
         seen.append((threading.current_thread().name, torch.get_num_threads())), real(engine, body))[1])
     return seen
 
@@ -259,7 +252,7 @@ def test_an_idle_device_thread_does_the_host_work_of_a_small_request(client, req
 
 def test_a_busy_device_or_a_large_body_leaves_the_host_work_on_a_worker(client, request_body, reference_answer,
                                                                         host_threads_seen, slow_device, monkeypatch):
-    from gr00t_p150.server import app as app_module
+    from gr00t_p150.server import service as service_module
 
     slow_device(client.app.state.engine)
     with ThreadPoolExecutor(2) as pool:
@@ -271,7 +264,7 @@ def test_a_busy_device_or_a_large_body_leaves_the_host_work_on_a_worker(client, 
     (first_thread, _), (second_thread, second_torch) = host_threads_seen
     assert first_thread.startswith("gr00t-device")
     assert not second_thread.startswith("gr00t-device") and second_torch == 1  # a request worker, single-threaded
-    monkeypatch.setattr(app_module, "SMALL_REQUEST_BYTES", 100)
+    monkeypatch.setattr(service_module, "SMALL_REQUEST_BYTES", 100)
     assert client.post("/predict", json=request_body).status_code == 200
     assert not host_threads_seen[-1][0].startswith("gr00t-device")
 

@@ -10,119 +10,23 @@ input gets a structured error in each protocol's own shape and the server keeps 
 
 from __future__ import annotations
 
-import base64
 import io
 import pickle
-import socket
 
 import msgpack
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
-from PIL import Image
+
+from models.experimental.gr00t.common.versions import VERSIONS
+
+from .wire_clients import (NvidiaWireClient, client_observation, groot_observation, openpi_observation,
+                           serve_every_protocol)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class NvidiaWireClient:
-    """The client side of NVIDIA's ``PolicyClient`` protocol, written from its published description."""
-
-    def __init__(self, port: int, api_token: str | None = None, timeout_ms: int = 60_000):
-        import zmq
-
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.REQ)
-        self.sock.setsockopt(zmq.RCVTIMEO, timeout_ms)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.connect(f"tcp://127.0.0.1:{port}")
-        self.api_token = api_token
-
-    @staticmethod
-    def _encode(obj):
-        if isinstance(obj, np.ndarray):
-            out = io.BytesIO()
-            np.save(out, obj, allow_pickle=False)
-            return {"__ndarray_class__": True, "as_npy": out.getvalue()}
-        return obj
-
-    @staticmethod
-    def _decode(obj):
-        if "__ndarray_class__" in obj:
-            return np.load(io.BytesIO(obj["as_npy"]), allow_pickle=False)
-        if "__ModalityConfig_class__" in obj:
-            return obj["as_json"]
-        return obj
-
-    def send_raw(self, payload: bytes):
-        self.sock.send(payload)
-        return msgpack.unpackb(self.sock.recv(), object_hook=self._decode)
-
-    def call(self, endpoint: str, data: dict | None = None):
-        request = {"endpoint": endpoint}
-        if data is not None:
-            request["data"] = data
-        if self.api_token:
-            request["api_token"] = self.api_token
-        return self.send_raw(msgpack.packb(request, default=self._encode))
-
-    def get_action(self, observation: dict, options: dict | None = None):
-        return tuple(self.call("get_action", {"observation": observation, "options": options}))
-
-    def close(self):
-        self.sock.close(0)
-        self.ctx.term()
-
-
-def frames_of(request: dict, cam: str) -> np.ndarray:
-    """The request's base64 PNG frames of ``cam`` decoded by Pillow: uint8 (T, H, W, 3)."""
-    value = request["images"][cam]
-    return np.stack([np.asarray(Image.open(io.BytesIO(base64.b64decode(f))).convert("RGB"))
-                     for f in (value if isinstance(value, list) else [value])])
-
-
-def groot_observation(request: dict, layout, language_key: str, batch: int = 1) -> dict:
-    def rep(a):
-        return np.repeat(a[None], batch, axis=0)
-
-    return {"video": {cam: rep(frames_of(request, cam)) for cam in layout.cameras},
-            "state": {g: rep(np.asarray(request["state"][g], dtype=np.float64).reshape(1, -1))
-                      for g, _ in layout.state_groups},
-            "language": {language_key: [[request["instruction"]]] * batch}}
-
-
-def client_observation(request: dict, layout) -> dict:
-    """The request as ``gr00t_client`` takes it: decoded frames (a list per camera when it takes several)."""
-    return {"images": {cam: list(frames_of(request, cam)) if layout.frames_per_camera > 1
-                       else frames_of(request, cam)[0] for cam in layout.cameras},
-            "state": request["state"], "instruction": request["instruction"]}
-
-
-def openpi_observation(request: dict, layout) -> dict:
-    obs = {f"observation/{cam}": (frames_of(request, cam) if layout.frames_per_camera > 1
-                                  else frames_of(request, cam)[0]) for cam in layout.cameras}
-    obs.update({f"observation/{g}": np.asarray(request["state"][g], dtype=np.float64).reshape(-1)
-                for g, _ in layout.state_groups})
-    obs["prompt"] = request["instruction"]
-    return obs
-
-
-@pytest.fixture(scope="module", params=["n15", "n17"])
+@pytest.fixture(scope="module", params=VERSIONS)
 def served(request, server_env):
-    from gr00t_p150.server.app import create_app
-    from gr00t_p150.server.settings import load_config
-
-    env = {**server_env, "GR00T_VERSION": request.param, "GR00T_ZMQ_PORT": str(free_port()),
-           "GR00T_OPENPI_PORT": str(free_port())}
-    config = load_config(env)
-    with TestClient(create_app(config), raise_server_exceptions=False) as http:
-        zmq_client = NvidiaWireClient(config.zmq_port)
-        demo = http.get("/demo").json()["request"]
-        yield http, zmq_client, config, demo
-        zmq_client.close()
+    with serve_every_protocol(server_env, request.param) as s:
+        yield s
 
 
 def http_actions(http, demo) -> dict[str, np.ndarray]:
@@ -134,14 +38,13 @@ def http_actions(http, demo) -> dict[str, np.ndarray]:
 def test_the_same_observation_gives_bit_identical_actions_over_http_zmq_and_websocket(served):
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-    from gr00t_p150.server.wire import MODALITY
 
     http, zmq_client, config, demo = served
     layout = http.app.state.engine.layout
     want = http_actions(http, demo)
     noise = np.asarray(demo["noise"], dtype=np.float32)
 
-    action, info = zmq_client.get_action(groot_observation(demo, layout, MODALITY[layout.name].language_key),
+    action, info = zmq_client.get_action(groot_observation(demo, layout, layout.wire.language_key),
                                          {"noise": noise})
     assert set(action) == set(layout.action_keys) and info["noise_source"] == ["client"]
     for k in layout.action_keys:
@@ -161,11 +64,10 @@ def test_the_same_observation_gives_bit_identical_actions_over_http_zmq_and_webs
 
 
 def test_a_batch_is_served_item_by_item(served):
-    from gr00t_p150.server.wire import MODALITY
 
     http, zmq_client, _, demo = served
     layout = http.app.state.engine.layout
-    key = MODALITY[layout.name].language_key
+    key = layout.wire.language_key
     one, _ = zmq_client.get_action(groot_observation(demo, layout, key))  # the layout's default seed
     two, info = zmq_client.get_action(groot_observation(demo, layout, key, batch=2))
     assert info["noise_source"] == ["seed", "seed"]
@@ -174,7 +76,6 @@ def test_a_batch_is_served_item_by_item(served):
 
 
 def test_zmq_endpoints_and_structured_errors(served):
-    from gr00t_p150.server.wire import MODALITY
 
     http, zmq_client, _, demo = served
     layout = http.app.state.engine.layout
@@ -183,9 +84,9 @@ def test_zmq_endpoints_and_structured_errors(served):
     config = zmq_client.call("get_modality_config")
     assert config["video"]["modality_keys"] == list(layout.cameras)
     assert config["action"]["modality_keys"] == layout.action_keys
-    assert config["language"]["modality_keys"] == [MODALITY[layout.name].language_key]
+    assert config["language"]["modality_keys"] == [layout.wire.language_key]
 
-    obs = groot_observation(demo, layout, MODALITY[layout.name].language_key)
+    obs = groot_observation(demo, layout, layout.wire.language_key)
     cam = layout.cameras[0]
     bad = {**obs, "video": {**obs["video"], cam: obs["video"][cam].astype(np.float32)}}
     err = zmq_client.call("get_action", {"observation": bad})["error"]
@@ -278,12 +179,12 @@ def test_gr00t_client_imports_no_torch_and_installs_alone(tmp_path):
 
 
 def test_the_robot_loop_keeps_a_chunk_and_counts_every_tick(served):
-    """``code/scripts/robot_loop.py`` for 1.5 s at 30 Hz over ZMQ: every tick either ran an action or starved,
+    """``code/scripts/demo/robot_loop.py`` for 1.5 s at 30 Hz over ZMQ: every tick either ran an action or starved,
     chunks were asked for and timed, and an action's observation is never from the future."""
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "demo"))
     from robot_loop import run, stacked
 
     from gr00t_client import ZmqClient
@@ -307,7 +208,6 @@ def test_every_protocol_waits_in_the_one_admission_queue(served):
     shape; the places they take are given back."""
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-    from gr00t_p150.server.wire import MODALITY
 
     http, zmq_client, config, demo = served
     layout = http.app.state.engine.layout
@@ -317,7 +217,7 @@ def test_every_protocol_waits_in_the_one_admission_queue(served):
     admission.depth += full
     try:
         reply = zmq_client.call("get_action", {"observation": groot_observation(
-            demo, layout, MODALITY[layout.name].language_key)})
+            demo, layout, layout.wire.language_key)})
         assert reply["error"].startswith("queue: the server is at GR00T_MAX_QUEUE"), reply
         with pytest.raises(RuntimeError, match="queue: the server is at GR00T_MAX_QUEUE"):
             policy.infer(openpi_observation(demo, layout))
@@ -337,17 +237,16 @@ def test_sessions_over_zmq_and_websocket(served):
     """The same session rules on both protocols: an old seq is refused in each one's error shape, never run."""
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-    from gr00t_p150.server.wire import MODALITY
 
     http, zmq_client, config, demo = served
     layout = http.app.state.engine.layout
-    obs = groot_observation(demo, layout, MODALITY[layout.name].language_key)
+    obs = groot_observation(demo, layout, layout.wire.language_key)
     _, info = zmq_client.get_action(obs, {"session_id": "zmq-arm", "seq": 2})
     assert info["session"]["id"] == "zmq-arm" and info["session"]["seq"] == 2
     reply = zmq_client.call("get_action", {"observation": obs, "options": {"session_id": "zmq-arm", "seq": 2}})
     assert reply["error"].startswith("seq: seq 2 is not after"), reply
     assert zmq_client.call("reset", {"options": {"session_id": "zmq-arm"}}) == {"session_id": "zmq-arm", "reset": True}
-    two = groot_observation(demo, layout, MODALITY[layout.name].language_key, batch=2)
+    two = groot_observation(demo, layout, layout.wire.language_key, batch=2)
     assert "one at a time" in zmq_client.call("get_action", {"observation": two,
                                                              "options": {"session_id": "x"}})["error"]
 
@@ -380,12 +279,11 @@ def test_rtc_over_zmq_and_websocket(served):
     the openpi websocket a guided request reports its plan and a malformed ``rtc`` is refused with its field."""
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-    from gr00t_p150.server.wire import MODALITY
 
     http, zmq_client, config, demo = served
     layout = http.app.state.engine.layout
     horizon = http.app.state.engine.backend.action_shape[0]
-    obs = groot_observation(demo, layout, MODALITY[layout.name].language_key)
+    obs = groot_observation(demo, layout, layout.wire.language_key)
     session = {"session_id": "zmq-rtc", "control_hz": 30}
     first, _ = zmq_client.get_action(obs, {**session, "seq": 0, "seed": 1})
     second, info = zmq_client.get_action(obs, {**session, "seq": 1, "seed": 2, "rtc": {"variant": "inpaint",
@@ -423,13 +321,12 @@ def test_hostile_messages_get_an_error_reply_and_never_raise(served):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from gr00t_p150.server.wire import MODALITY
 
     http, _, _, demo = served
     zmq_endpoint, ws_endpoint = http.app.state.endpoints
     layout = http.app.state.engine.layout
     valid = msgpack.packb({"endpoint": "get_action", "data": {"observation": groot_observation(
-        demo, layout, MODALITY[layout.name].language_key)}}, default=NvidiaWireClient._encode)
+        demo, layout, layout.wire.language_key)}}, default=NvidiaWireClient._encode)
     valid_ws = openpi_pack(openpi_observation(demo, layout))
     leaves = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), st.floats(), st.text(max_size=20),
                        st.binary(max_size=64))
@@ -454,5 +351,5 @@ def test_hostile_messages_get_an_error_reply_and_never_raise(served):
 
     fuzz()
     action, _ = NvidiaWireClient(int(zmq_endpoint.address.rsplit(":", 1)[1])).get_action(
-        groot_observation(demo, layout, MODALITY[layout.name].language_key))
+        groot_observation(demo, layout, layout.wire.language_key))
     assert set(action) == set(layout.action_keys)

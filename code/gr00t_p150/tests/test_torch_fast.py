@@ -81,16 +81,9 @@ def test_a_server_on_the_fast_path_boots_through_the_gate(server_env, monkeypatc
     assert response.status_code == 200
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    from models.experimental.gr00t.common.synthetic import write_checkpoint
-
-    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "n15-tiny", scale="tiny", seed=0, log=lambda _: None)
-
-
 @pytest.fixture
 def gr1_observation():
-    from gr00t_p150.server.demo import load_demo_request
+    from models.experimental.gr00t.common.demo import load_demo_request
     from models.experimental.gr00t.common.layouts import GR1
     from models.experimental.gr00t.common.observation import parse_observation
 

@@ -84,7 +84,8 @@ def test_without_a_device_the_ttnn_backend_names_the_cause(server_env, tmp_path)
         pytest.skip("a Tenstorrent device is present: the no-device refusal cannot be observed here")
     env = {**server_env, "GR00T_BACKEND": "ttnn", "GR00T_CACHE": str(tmp_path)}
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GR00T_", "TT_"))}
-    proc = subprocess.run([sys.executable, "-c", "from gr00t_p150.server.engine import Engine, BootError\n"
+    proc = subprocess.run([sys.executable, "-c", "from gr00t_p150.server.engine import Engine\n"
+                           "from gr00t_p150.server.exceptions import BootError\n"
                            "from gr00t_p150.server.settings import load_config\n"
                            "try:\n    Engine(load_config())._boot()\n"
                            "except BootError as e:\n    print('BootError:', e)"],

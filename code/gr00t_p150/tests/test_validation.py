@@ -16,13 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from .conftest import assert_matches_golden
-
-
-def png(h: int, w: int) -> str:
-    buf = io.BytesIO()
-    Image.fromarray(np.zeros((h, w, 3), np.uint8)).save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
+from .conftest import assert_matches_golden, png
 
 
 def gif(h: int, w: int) -> str:
@@ -59,16 +53,49 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_malformed_request_is_a_400_naming_the_field(client, request_body, case):
-    mutate, field = CASES[case]
+DROID_CASES = {
+    "one_frame": (lambda r: r["images"].update(wrist_image_left=r["images"]["wrist_image_left"][:1]),
+                  "images.wrist_image_left"),
+    "three_frames": (lambda r: r["images"]["exterior_image_1_left"].append(r["images"]["exterior_image_1_left"][0]),
+                     "images.exterior_image_1_left"),
+    "square_frame": (lambda r: r["images"]["wrist_image_left"].__setitem__(1, png(180, 180)),
+                     "images.wrist_image_left[1]"),
+    "portrait_frame": (lambda r: r["images"]["exterior_image_1_left"].__setitem__(0, png(320, 180)),
+                       "images.exterior_image_1_left[0]"),
+    "missing_camera": (lambda r: r["images"].pop("wrist_image_left"), "images.wrist_image_left"),
+    "gr1_camera": (lambda r: r["images"].update(ego_view=png(180, 320)), "images.ego_view"),
+    "long_instruction": (lambda r: r.update(instruction=" ".join(["block"] * 52)), "instruction"),
+    "punctuation_only": (lambda r: r.update(instruction="?!"), "instruction"),
+    "n15_noise_shape": (lambda r: r.update(noise=[[0.0] * 32] * 16), "noise"),
+    "wrong_state_length": (lambda r: r["state"].update(eef_9d=[[0.0] * 7]), "state.eef_9d"),
+    "degenerate_rotation": (lambda r: r["state"].update(eef_9d=[[0.5, 0.0, 0.4] + [0.0] * 6]), "state.eef_9d"),
+    "gr1_embodiment": (lambda r: r.update(embodiment="gr1"), "embodiment"),
+}
+# The registry's versions, each with its layout's cases and how exactly the field is named: "prefix" where the
+# schema names an item inside the field (state.left_arm.0.0), "exact" where the layout's checks name it.
+MALFORMED = {"n15": (CASES, "prefix"), "n17": (DROID_CASES, "exact")}
+
+
+@pytest.mark.parametrize(("version", "case"), [(v, c) for v, (cases, _) in MALFORMED.items() for c in cases],
+                         ids=lambda x: x)
+def test_malformed_request_is_a_400_naming_the_field(clients, version, case):
+    client = clients(version)
+    request_body = copy.deepcopy(client.get("/demo").json()["request"])
+    cases, match = MALFORMED[version]
+    mutate, field = cases[case]
     mutate(request_body)
     r = client.post("/predict", json=request_body)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
-    assert err["field"].startswith(field), err
+    assert err["field"] == field if match == "exact" else err["field"].startswith(field), err
     assert err["rule"] and field in err["message"]
     assert "[" not in err["field"] or err["field"].endswith("]"), err  # no pydantic union tags in paths
+
+
+def test_every_version_has_its_malformed_cases():
+    from models.experimental.gr00t.common.versions import VERSIONS
+
+    assert set(MALFORMED) == set(VERSIONS) and all(cases for cases, _ in MALFORMED.values())
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
@@ -178,9 +205,9 @@ def test_only_a_plain_short_request_id_is_echoed(client, request_body, sent, ech
 
 def test_requests_are_encoded_off_the_device_thread_and_run_on_it(client, request_body, monkeypatch):
     """A body over SMALL_REQUEST_BYTES (a small one on an idle device: test_production's idle-device test)."""
-    from gr00t_p150.server import app as app_module
+    from gr00t_p150.server import service as service_module
 
-    monkeypatch.setattr(app_module, "SMALL_REQUEST_BYTES", 100)
+    monkeypatch.setattr(service_module, "SMALL_REQUEST_BYTES", 100)
     backend = client.app.state.engine.backend
     threads = {}
     prepare, run = backend.prepare, backend.run

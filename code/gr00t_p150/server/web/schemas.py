@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Request and response bodies of POST /predict (pydantic v2, strict types: no silent coercion of
 strings to numbers). Semantic checks against the served layout (cameras, groups, sizes, token limit)
-happen in ``common.observation`` and the backend's ``prepare``, before any device work."""
+happen in ``common.observation`` and the backend's ``prepare``, before any device work. ``RtcRequest`` is the
+core's (``rtc.py``): every protocol takes the same ``rtc`` field."""
 
 from __future__ import annotations
 
@@ -9,17 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..rtc import RtcRequest
+
 Floats = list[float]
-
-
-class RtcRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    variant: Literal["inpaint", "guided"] = Field(
-        description="inpaint: the frozen prefix replaced at every Euler step; guided: soft-masked guidance towards "
-                    "the previous chunk's remaining steps (a vector-Jacobian product through the DiT per step)")
-    delay: int | None = Field(None, ge=0, le=1000, description="steps to freeze; default from the session's latency")
-    beta: float | None = Field(None, gt=0, le=100, description="guided only: the guidance weight's clip (default 5)")
 
 
 class PredictRequest(BaseModel):

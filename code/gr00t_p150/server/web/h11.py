@@ -3,7 +3,7 @@
 or stops in the middle of its request line or headers, is closed after ``GR00T_HEADER_TIMEOUT_S``
 (default 10 s). Stock uvicorn only times out idle keep-alive connections *between* requests.
 
-Use it with ``python -m uvicorn --http gr00t_p150.server.protocol:GuardedH11Protocol …`` (uvicorn ≥ 0.55 takes
+Use it with ``python -m uvicorn --http gr00t_p150.server.web.h11:GuardedH11Protocol …`` (uvicorn ≥ 0.55 takes
 an import string for ``--http``); the head's size is h11's limit (16 KiB by default, uvicorn's
 ``--h11-max-incomplete-event-size``), the body's are the app's (GR00T_MAX_BODY_BYTES, GR00T_BODY_TIMEOUT_S).
 """

@@ -19,25 +19,22 @@ import threading
 import time
 
 import numpy as np
-from gr00t_client.codecs import WireError, openpi_pack, openpi_unpack
+from gr00t_client.codecs import openpi_pack, openpi_unpack
 
 from models.experimental.gr00t.common.errors import InputError
 
-from .errors import RequestRefused
-from .sessions import SessionConflict, rtc_capabilities
-from .wire import MODALITY, SESSION_KEYS, openpi_observation, run_observation
+from .observations import openpi_observation, wire_request
 
 log = logging.getLogger("gr00t_p150")
 
 
 class OpenpiPolicyEndpoint:
-    def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, max_bytes: int,
-                 max_connections: int, version: str, admission=None, sessions=None):
+    def __init__(self, service, loop, *, host: str, port: int, api_key: str | None, max_bytes: int,
+                 max_connections: int):
         from websockets.sync.server import serve
 
-        self.engine, self.loop, self.api_key, self.max_bytes = engine, loop, api_key, max_bytes
-        self.max_connections, self.version = max_connections, version
-        self.admission, self.sessions = admission, sessions
+        self.service, self.loop, self.api_key, self.max_bytes = service, loop, api_key, max_bytes
+        self.max_connections = max_connections
         self._open = 0
         self._lock = threading.Lock()
         self._server = serve(self._handle, host, port, compression=None, max_size=max_bytes,
@@ -58,16 +55,17 @@ class OpenpiPolicyEndpoint:
         self._thread.join(timeout=5)
 
     def metadata(self) -> dict:
-        lay = self.engine.layout
-        horizon, _ = self.engine.backend.action_shape
+        engine = self.service.engine
+        lay = engine.layout
+        horizon, _ = engine.action_shape
         return {"action_horizon": int(horizon), "action_keys": lay.action_keys, "action_dims": lay.action_dims,
-                "embodiment": lay.embodiment, "embodiment_tag": lay.embodiment, "version": self.version,
-                "image_resolution": list(MODALITY[lay.name].image_hw), "frames_per_camera": lay.frames_per_camera,
+                "embodiment": lay.embodiment, "embodiment_tag": lay.embodiment, "version": engine.config.version,
+                "image_resolution": list(lay.wire.image_hw), "frames_per_camera": lay.frames_per_camera,
                 "observation_keys": [f"observation/{c}" for c in lay.cameras]
                 + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
                 "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz, rtc "
                                                                "({variant: inpaint|guided, delay, beta})",
-                "rtc": rtc_capabilities(self.engine.backend), "batching": self.engine.batching_info()}
+                "rtc": self.service.rtc_capabilities(), "batching": engine.batching_info()}
 
     def _process_request(self, connection, request):
         if request.path == "/healthz":
@@ -100,24 +98,20 @@ class OpenpiPolicyEndpoint:
             if isinstance(message, str):
                 raise InputError("message", "must be a binary msgpack frame, not text")
             obs = openpi_unpack(message, self.max_bytes)
-            body = openpi_observation(obs, self.engine.layout)
-            result, total_ms, session, plan = run_observation(
-                self.engine, self.loop, body, seed=obs.get("seed"), noise=obs.get("noise"), admission=self.admission,
-                sessions=self.sessions, session={k: obs.get(k) for k in SESSION_KEYS})
-        except (InputError, RequestRefused, WireError, SessionConflict) as exc:
-            return f"{exc.field}: {exc.rule}"
-        except Exception as exc:  # never a traceback on the wire; the log has it
-            log.exception("openpi request failed")
-            return f"internal error ({type(exc).__name__}); see the server log"
-        keys = self.engine.layout.action_keys
+            body = openpi_observation(obs, self.service.engine.layout)
+            answer = self.service.serve_blocking(wire_request("openpi", body, obs, len(message)), self.loop)
+        except Exception as exc:  # the refusal table's words; never a traceback on the wire (a fault is logged)
+            return self.service.answered("openpi", exc, "an openpi request").text
+        self.service.answered("openpi")
+        result, keys = answer.result, self.service.engine.layout.action_keys
         out = {"actions": np.concatenate([result.actions[k] for k in keys], axis=-1).astype(np.float32)}
         out.update({f"action/{k}": result.actions[k].astype(np.float32) for k in keys})
         out["server_timing"] = {"infer_ms": round(result.timing_ms.get("device", 0.0), 3),
-                                "total_ms": round(total_ms, 3), "sent_at": time.time()}
+                                "total_ms": round(answer.timing_ms["total"], 3), "sent_at": time.time()}
         if result.batch_size > 1:  # micro-batching (SERVING.md §13)
             out["server_timing"]["batch_size"] = result.batch_size
-        if session is not None:
-            out["session"] = session
-        if plan is not None:
-            out["rtc"] = plan
+        if answer.session is not None:
+            out["session"] = answer.session
+        if answer.rtc is not None:
+            out["rtc"] = answer.rtc
         return openpi_pack(out)

@@ -1,69 +1,38 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the binary protocols share: their observation shapes mapped onto the server's one request form, and a
-request run through the same engine as ``POST /predict``.
+"""What the binary protocols share: their observation shapes mapped onto the server's one request form (the
+``observation`` of a ``service.PolicyRequest``), and NVIDIA's modality config of the served layout.
 
 Two wire shapes reach the engine besides HTTP/JSON (SERVING.md §11 says where each key comes from):
 
 - **GR00T PolicyServer** (NVIDIA Isaac-GR00T N1.6/N1.7, ``gr00t/policy/server_client.py``), batched:
   ``{"video": {camera: (B, T, H, W, 3) uint8}, "state": {group: (B, T, D) float}, "language": {key: [[text]] × B}}``
-  with the camera, group and language keys of NVIDIA's modality config for the embodiment (``MODALITY``).
+  with the camera, group and language keys of NVIDIA's modality config for the embodiment (``Layout.wire``).
 - **openpi** (``openpi-client``'s ``WebsocketClientPolicy``), one observation: ``observation/<camera>``
   (H, W, 3) uint8, or (T, H, W, 3) when the layout takes T frames a camera; ``observation/<group>`` (D,) float;
   ``prompt`` text.
 
 Both become the HTTP body's ``{"images", "state", "instruction"}`` with the frames as decoded uint8 arrays (no
 PNG round trip), so ``parse_observation`` applies the same rules, and every error names the field and the rule.
+``wire_request`` adds the options every wire protocol may carry (seed or noise, the session fields).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from models.experimental.gr00t.common.errors import InputError
-from models.experimental.gr00t.common.host_threads import single_threaded_torch
 from models.experimental.gr00t.common.layouts import Layout
-
-from .errors import NonFiniteActions, RequestRefused, as_request_refused
 
 SESSION_KEYS = ("session_id", "seq", "control_hz", "rtc")  # what a wire request may add for a robot session (§12)
 MAX_BATCH = 16  # items of one batched GR00T request (each runs alone, in order)
 
 
-@dataclass(frozen=True)
-class Modality:
-    """NVIDIA's modality config of a served embodiment, as its ``ModalityConfig`` entries carry it."""
-
-    video_delta: tuple[int, ...]
-    language_key: str
-    image_hw: tuple[int, int]  # the frame size the embodiment's cameras deliver (DROID letterboxes to 180×320)
-    action_reps: tuple[tuple[str, str, str, str | None], ...] = ()  # (key, rep, type, format) or empty
-
-
-# N1.7 DROID: ``oxe_droid_relative_eef_relative_joint`` in Isaac-GR00T ``gr00t/configs/data/embodiment_configs.py``
-# (video [-15, 0], state/action keys, 40 action steps, language ``annotation.language.language_instruction``).
-# N1.5 GR1: ``fourier_gr1_arms_only`` in Isaac-GR00T n1.5-release ``gr00t/experiment/data_config.py`` (video
-# ``ego_view`` at [0], state/action arm and hand groups, 16 action steps, language
-# ``annotation.human.action.task_description``); N1.5 predates the nested wire shape, which this maps it onto.
-MODALITY = {
-    "droid": Modality(video_delta=(-15, 0), language_key="annotation.language.language_instruction",
-                      image_hw=(180, 320),
-                      action_reps=(("eef_9d", "RELATIVE", "EEF", "XYZ_ROT6D"),
-                                   ("gripper_position", "ABSOLUTE", "NON_EEF", "DEFAULT"),
-                                   ("joint_position", "RELATIVE", "NON_EEF", "DEFAULT"))),
-    "gr1": Modality(video_delta=(0,), language_key="annotation.human.action.task_description", image_hw=(256, 256)),
-}
-
-
 def modality_config(layout: Layout, action_horizon: int) -> dict[str, dict[str, Any]]:
     """``get_modality_config``'s answer: per modality, the fields of NVIDIA's ``ModalityConfig`` (enums by name, as
     their ``to_json_serializable`` writes them)."""
-    m = MODALITY[layout.name]
+    m = layout.wire
 
     def entry(delta, keys, action_configs=None):
         return {"delta_indices": list(delta), "modality_keys": list(keys), "sin_cos_embedding_keys": None,
@@ -89,7 +58,7 @@ def _array(value: Any, field: str) -> np.ndarray:
     return value
 
 
-def _floats(a: np.ndarray, field: str) -> list[float]:
+def floats(a: np.ndarray, field: str) -> list[float]:
     if a.dtype.kind not in "fiu":
         raise InputError(field, f"must be a float array, not {a.dtype}")
     return a.astype(np.float64).tolist()
@@ -112,7 +81,7 @@ def groot_observations(obs: Any, layout: Layout) -> list[dict]:
             raise InputError(f"observation.{key}", "missing")
     video, state = _mapping(obs["video"], "observation.video"), _mapping(obs["state"], "observation.state")
     language = _mapping(obs["language"], "observation.language")
-    key = MODALITY[layout.name].language_key
+    key = layout.wire.language_key
     unknown = [k for k in language if k != key]
     if unknown or key not in language:
         raise InputError(f"observation.language.{unknown[0] if unknown else key}",
@@ -144,7 +113,7 @@ def groot_observations(obs: Any, layout: Layout) -> list[dict]:
                 field = f"observation.state.{name}[{b}]"
                 if a.ndim != 3 or a.shape[1] != 1:
                     raise InputError(field, f"must be (B, 1, D): one time step, got {list(a.shape)}")
-                states[name] = _floats(a[b, 0], field)
+                states[name] = floats(a[b, 0], field)
         bodies.append({"images": images, "state": states, "instruction": item[0]})
     return bodies
 
@@ -169,77 +138,19 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
         field = f"observation/{group}"
         if field not in obs:
             raise InputError(field, "missing")
-        states[group] = _floats(_array(obs[field], field).reshape(-1), field)
+        states[group] = floats(_array(obs[field], field).reshape(-1), field)
     if "prompt" not in obs:
         raise InputError("prompt", "missing")
     return {"images": images, "state": states, "instruction": obs["prompt"]}
 
 
-async def _admit(admission) -> float:
-    return admission.enter(time.perf_counter())
+def wire_request(protocol: str, body: dict, options: dict, size: int):
+    """An observation body of a wire protocol and its options (``seed``, ``noise`` as an ndarray or nested lists,
+    ``SESSION_KEYS``) → the service's ``PolicyRequest``; ``size`` is the message's length in bytes."""
+    from ..service import PolicyRequest
 
-
-def admitted(admission, loop: asyncio.AbstractEventLoop):
-    """A context in which one request holds a place in ``/predict``'s admission queue (``GR00T_MAX_QUEUE``, the
-    SIGTERM drain): every protocol shares the one queue. The queue lives on the event loop's thread."""
-    from .admission import Draining, QueueFull
-
-    @contextlib.contextmanager
-    def held():
-        try:
-            at = asyncio.run_coroutine_threadsafe(_admit(admission), loop).result(timeout=60)
-        except QueueFull as exc:
-            raise RequestRefused("queue", str(exc)) from None
-        except Draining:
-            raise RequestRefused("server", "the server is shutting down") from None
-        try:
-            yield
-        finally:
-            loop.call_soon_threadsafe(admission.leave, at)
-
-    return held()
-
-
-def run_observation(engine, loop: asyncio.AbstractEventLoop, body: dict, *, seed=None, noise=None,
-                    admission=None, sessions=None, session: dict | None = None, timeout_s: float = 600.0):
-    """One request body through the engine as ``/predict`` runs it: parsed and prepared on the calling thread
-    (torch single-threaded there), run on the device thread in ``loop``; returns the ``PolicyResult``, the ms it
-    took, the session's description (``None`` without ``session["session_id"]``) and the RTC plan (``None``
-    without ``session["rtc"]``, the same map as /predict's ``rtc``). Raises ``RequestRefused`` for anything the
-    request got wrong, ``SessionConflict`` for an old ``seq``."""
-    from .sessions import attach_rtc, check_session_fields, parse_rtc, rtc_plan
-
-    from models.experimental.gr00t.common.observation import parse_observation
-
-    single_threaded_torch()
-    t0 = time.perf_counter()
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise RequestRefused("seed", "must be an integer in [0, 2^63)")
-    if seed is not None and noise is not None:
-        raise RequestRefused("noise", "give either noise or seed, not both")
-    if noise is not None:
-        noise = _floats(noise, "noise") if isinstance(noise, np.ndarray) else noise
-    session = session or {}
-    sid, seq, hz = session.get("session_id"), session.get("seq"), session.get("control_hz")
-    check_session_fields(sid, seq, hz)
-    rtc = parse_rtc(session.get("rtc"), sid, engine.backend)
-    if rtc is not None and sessions is None:
-        raise RequestRefused("rtc", "this endpoint keeps no sessions")
-    claimed = None if sid is None or sessions is None else sessions.claim(sid, seq, hz)  # before any work
-    plan, job = (None, None) if rtc is None else rtc_plan(claimed, t0, rtc.delay, engine.backend.action_shape[0],
-                                                          rtc.variant, rtc.beta)
-    timeout_ms = engine.config.request_timeout_ms
-    deadline = t0 + timeout_ms / 1e3 if timeout_ms else None
-    with admitted(admission, loop) if admission is not None else contextlib.nullcontext():
-        with as_request_refused():
-            obs = parse_observation(body, engine.layout)
-        prepared = engine.prepare(obs, noise=noise, seed=seed, state_dtype="float64", deadline=deadline)
-        if job is not None:
-            attach_rtc(engine.backend.policy, job, prepared.inputs)
-        result = asyncio.run_coroutine_threadsafe(engine.run(prepared, deadline=deadline), loop).result(timeout_s)
-    if not all(np.isfinite(a).all() for a in result.actions.values()):
-        raise NonFiniteActions(f"seed={result.seed}, noise_source={result.noise_source}")
-    total_ms = (time.perf_counter() - t0) * 1e3
-    if claimed is not None:
-        sessions.record(claimed, result, total_ms, observed_at=t0)
-    return result, total_ms, None if claimed is None else claimed.describe(), plan
+    noise = options.get("noise")
+    if isinstance(noise, np.ndarray):
+        noise = floats(noise, "noise")
+    return PolicyRequest(protocol, body, seed=options.get("seed"), noise=noise,
+                         **{k: options.get(k) for k in SESSION_KEYS}, size=size)

@@ -14,45 +14,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from dataclasses import dataclass, field
 
 from starlette.exceptions import HTTPException
 
-from .admission import Admission, Draining, QueueFull
-from .sessions import SessionStore
-from .errors import error_body
-from .metrics import Metrics
-
-
-@dataclass
-class Runtime:
-    """What the guards need, shared with the lifespan (``config`` is set once it has been read)."""
-
-    config: object | None = None
-    admission: Admission = field(default_factory=lambda: Admission(8))
-    metrics: Metrics = field(default_factory=Metrics)
-    max_body_bytes: int = 64 * 2**20
-    body_timeout_s: float = 30.0
-    sessions: SessionStore = field(default_factory=SessionStore)
-
-    def configure(self, config) -> None:
-        self.config = config
-        self.admission = Admission(config.max_queue)
-        self.sessions = SessionStore(config.max_sessions, config.session_ttl_s)
-        self.metrics.queue_limit.set(config.max_queue)
-        self.max_body_bytes = config.max_body_bytes
-        self.body_timeout_s = config.body_timeout_s
-
-
-class BodyTooLarge(HTTPException):
-    def __init__(self, limit: int):
-        super().__init__(413, f"request body exceeds GR00T_MAX_BODY_BYTES ({limit} bytes)")
-
-
-class BodyTooSlow(HTTPException):
-    def __init__(self, limit_s: float):
-        super().__init__(408, f"the request body did not arrive within GR00T_BODY_TIMEOUT_S ({limit_s:g} s)",
-                         headers={"Connection": "close"})
+from ..exceptions import BodyTooLarge, BodyTooSlow, Draining, QueueFull
+from ..refusals import refusal
+from ..runtime import Runtime
+from .responses import error_body, refusal_response
 
 
 def authorized(scope, key: str) -> bool:
@@ -78,7 +46,10 @@ class Guards:
         try:
             await self._guarded(scope, receive, counted_send)
         finally:
-            metrics.requests.labels(metrics.route(scope["path"]), str(status[0])).inc()
+            route = metrics.route(scope["path"])
+            metrics.requests.labels(route, str(status[0])).inc()
+            if route == "/predict" and scope["method"] == "POST":  # HTTP's action requests, beside the others'
+                metrics.answered("http", status[0])
 
     async def _guarded(self, scope, receive, send):
         rt = self.runtime
@@ -87,37 +58,26 @@ class Guards:
         config = rt.config
         if config is not None and config.api_key and path in config.auth_routes and not authorized(scope,
                                                                                                   config.api_key):
-            refusal = error_body(401, "Authorization", "this server needs 'Authorization: Bearer <GR00T_API_KEY>'")
-            refusal.headers["WWW-Authenticate"] = "Bearer"
-            return await refusal(scope, receive, send)
+            denied = error_body(401, "Authorization", "this server needs 'Authorization: Bearer <GR00T_API_KEY>'")
+            denied.headers["WWW-Authenticate"] = "Bearer"
+            return await denied(scope, receive, send)
         try:
             body = await self._read_body(scope, receive)
         except HTTPException as exc:
-            refusal = error_body(exc.status_code, None, str(exc.detail))
-            refusal.headers.update({**(exc.headers or {}), "Connection": "close"})
-            return await refusal(scope, receive, send)
+            denied = error_body(exc.status_code, None, str(exc.detail))
+            denied.headers.update({**(exc.headers or {}), "Connection": "close"})
+            return await denied(scope, receive, send)
         replay = _replay(body, receive)
         if path != "/predict" or scope["method"] != "POST":
             return await self.app(scope, replay, send)
-        admission = rt.admission
         try:
-            admitted_at = admission.enter(scope["gr00t.arrived_at"])
-        except QueueFull as exc:
-            rt.metrics.refused.labels("queue_full").inc()
-            refusal = error_body(429, None, str(exc), retry_after_s=exc.retry_after_s)
-            refusal.headers["Retry-After"] = str(exc.retry_after_s)
-            return await refusal(scope, receive, send)
-        except Draining as exc:
-            rt.metrics.refused.labels("draining").inc()
-            refusal = error_body(503, None, str(exc))
-            refusal.headers["Connection"] = "close"
-            return await refusal(scope, receive, send)
-        rt.metrics.queue_depth.set(admission.depth)
+            admitted_at = rt.admit(scope["gr00t.arrived_at"])
+        except (QueueFull, Draining) as exc:
+            return await refusal_response(refusal(exc))(scope, receive, send)
         try:
             await self.app(scope, replay, send)
         finally:
-            admission.leave(admitted_at)
-            rt.metrics.queue_depth.set(admission.depth)
+            rt.release(admitted_at)
 
     async def _read_body(self, scope, receive) -> bytes:
         """The whole body, refused (413) past GR00T_MAX_BODY_BYTES by Content-Length or while it streams in,

@@ -25,25 +25,25 @@ import signal
 import threading
 
 import numpy as np
-from gr00t_client.codecs import ModalityConfigJSON, WireError, groot_pack, groot_unpack
+from gr00t_client.codecs import ModalityConfigJSON, groot_pack, groot_unpack
 
 from models.experimental.gr00t.common.errors import InputError
 
-from .errors import RequestRefused
-from .sessions import SessionConflict, check_session_fields, rtc_capabilities
-from .wire import SESSION_KEYS, groot_observations, modality_config, run_observation
+from ..refusals import refusal
+from ..sessions import check_session_fields
+from .observations import SESSION_KEYS, groot_observations, modality_config, wire_request
 
 log = logging.getLogger("gr00t_p150")
 POLL_MS = 200  # how often the loop looks at its stop flag
 
 
 class ZmqPolicyEndpoint:
-    def __init__(self, engine, loop, *, host: str, port: int, api_key: str | None, allow_kill: bool,
-                 max_bytes: int, admission=None, sessions=None):
+    def __init__(self, service, loop, *, host: str, port: int, api_key: str | None, allow_kill: bool,
+                 max_bytes: int):
         import zmq
 
-        self.engine, self.loop, self.api_key, self.allow_kill = engine, loop, api_key, allow_kill
-        self.max_bytes, self.admission, self.sessions = max_bytes, admission, sessions
+        self.service, self.loop, self.api_key, self.allow_kill = service, loop, api_key, allow_kill
+        self.max_bytes = max_bytes
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -84,6 +84,7 @@ class ZmqPolicyEndpoint:
 
     def handle(self, message: bytes) -> tuple[bytes, bool]:
         """One message → (reply bytes, whether to stop the server)."""
+        endpoint = None
         try:
             request = groot_unpack(message, self.max_bytes)
             if not isinstance(request, dict):
@@ -99,26 +100,27 @@ class ZmqPolicyEndpoint:
                 return groot_pack(None), True
             if endpoint == "reset":
                 return groot_pack(self._reset(request.get("data"))), False
+            engine = self.service.engine
             if endpoint == "get_server_info":  # ours, beside NVIDIA's endpoints: sessions, RTC, batching
-                return groot_pack({"sessions": None if self.sessions is None else self.sessions.describe(),
-                                   "rtc": rtc_capabilities(self.engine.backend),
-                                   "batching": self.engine.batching_info()}), False
-            if endpoint == "get_modality_config":
-                horizon = self.engine.backend.action_shape[0]
-                return groot_pack({k: ModalityConfigJSON(v) for k, v in
-                                   modality_config(self.engine.layout, horizon).items()}), False
+                return groot_pack({"sessions": self.service.runtime.sessions.describe(),
+                                   "rtc": self.service.rtc_capabilities(),
+                                   "batching": engine.batching_info()}), False
+            if endpoint == "get_modality_config":  # NVIDIA's PolicyClient gets its ModalityConfig objects back
+                config = modality_config(engine.layout, engine.action_shape[0])
+                return groot_pack({k: ModalityConfigJSON(v) for k, v in config.items()}), False
             if endpoint != "get_action":
                 names = "ping, get_action, reset, get_modality_config, get_server_info"
                 raise InputError("endpoint", f"unknown endpoint {endpoint!r}; this server has {names}"
                                              + (", kill" if self.allow_kill else ""))
-            return groot_pack(list(self._get_action(request.get("data")))), False
-        except (InputError, RequestRefused, WireError, SessionConflict) as exc:
-            return groot_pack({"error": f"{exc.field}: {exc.rule}"}), False
-        except Exception as exc:  # never a traceback on the wire; the log has it
-            log.exception("ZMQ request failed")
-            return groot_pack({"error": f"internal error ({type(exc).__name__}); see the server log"}), False
+            reply = groot_pack(list(self._get_action(request.get("data"), len(message))))
+            self.service.answered("zmq")
+            return reply, False
+        except Exception as exc:  # the refusal table's words; never a traceback on the wire (a fault is logged)
+            found = self.service.answered("zmq", exc, "a ZMQ request") if endpoint in (None, "get_action") \
+                else refusal(exc, "a ZMQ request")
+            return groot_pack({"error": found.text}), False
 
-    def _get_action(self, data) -> tuple[dict, dict]:
+    def _get_action(self, data, size: int) -> tuple[dict, dict]:
         if not isinstance(data, dict) or "observation" not in data:
             raise InputError("data", "must be a map with observation (and optionally options)")
         options = data.get("options") or {}
@@ -128,33 +130,29 @@ class ZmqPolicyEndpoint:
         if unknown:
             raise InputError(f"options.{unknown[0]}", "unknown option; this server takes seed, noise, session_id, "
                                                       "seq, control_hz and rtc")
-        bodies = groot_observations(data["observation"], self.engine.layout)
+        bodies = groot_observations(data["observation"], self.service.engine.layout)
         if len(bodies) > 1 and options.get("session_id") is not None:
             raise InputError("options.session_id", "a session is one robot: send its observations one at a time")
-        session = {k: options.get(k) for k in SESSION_KEYS}
-        results = []
-        for body in bodies:
-            results.append(run_observation(self.engine, self.loop, body, seed=options.get("seed"),
-                                           noise=options.get("noise"), admission=self.admission,
-                                           sessions=self.sessions, session=session))
-        actions = {k: np.stack([r.actions[k] for r, *_ in results]).astype(np.float32)
-                   for k in results[0][0].actions}
-        info = {"seed": [r.seed for r, *_ in results], "noise_source": [r.noise_source for r, *_ in results],
-                "server_ms": [round(ms, 3) for _, ms, *_ in results],
-                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r, *_ in results]}
-        if any(r.batch_size > 1 for r, *_ in results):  # micro-batching with other clients (SERVING.md §13)
-            info["batch_size"] = [r.batch_size for r, *_ in results]
-        if results[0][2] is not None:
-            info["session"] = results[0][2]
-        if results[0][3] is not None:
-            info["rtc"] = results[0][3]
+        answers = [self.service.serve_blocking(wire_request("zmq", body, options, size), self.loop)
+                   for body in bodies]  # each item of a batched request runs alone, in order
+        results = [a.result for a in answers]
+        actions = {k: np.stack([r.actions[k] for r in results]).astype(np.float32) for k in results[0].actions}
+        info = {"seed": [r.seed for r in results], "noise_source": [r.noise_source for r in results],
+                "server_ms": [round(a.timing_ms["total"], 3) for a in answers],
+                "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r in results]}
+        if any(r.batch_size > 1 for r in results):  # micro-batching with other clients (SERVING.md §13)
+            info["batch_size"] = [r.batch_size for r in results]
+        if answers[0].session is not None:
+            info["session"] = answers[0].session
+        if answers[0].rtc is not None:
+            info["rtc"] = answers[0].rtc
         return actions, info
 
     def _reset(self, data) -> dict:
         """``reset``: with ``options.session_id``, forget that session; without, nothing to forget."""
         options = (data or {}).get("options") if isinstance(data, dict) else None
         sid = options.get("session_id") if isinstance(options, dict) else None
-        if sid is None or self.sessions is None:
+        if sid is None:
             return {}
         check_session_fields(sid, None, None)
-        return {"session_id": sid, "reset": self.sessions.reset(sid)}
+        return {"session_id": sid, "reset": self.service.runtime.sessions.reset(sid)}
