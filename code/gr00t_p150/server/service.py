@@ -114,7 +114,8 @@ class Service:
 
             check_noise_or_seed(request.noise, request.seed)
         check_session_fields(request.session_id, request.seq, request.control_hz)
-        rtc = parse_rtc(request.rtc, request.session_id, engine.rtc_variants, engine.stage)  # before the claim
+        rtc = None if request.rtc is None else parse_rtc(request.rtc, request.session_id, engine.rtc_variants,
+                                                         engine.stage)  # checked before the session is claimed
         sessions = self.runtime.sessions
         session = None if request.session_id is None else sessions.claim(request.session_id, request.seq,
                                                                           request.control_hz)  # 409: never run
