@@ -32,7 +32,7 @@ class BackendSettings:
     demo_request: dict | None = None  # the version's demo request: the TT-NN traces are captured on it
     # torch
     torch_device: str = "auto"  # auto | cpu | cuda
-    torch_dtype: str = "float32"  # float32 | bfloat16 (CUDA fast path)
+    torch_dtype: str = "auto"  # auto | float32 | bfloat16 (the fast path's mixed precision, CPU or CUDA)
     torch_path: str = "auto"  # auto | fast | reference
     # ttnn
     mesh_shape: tuple[int, int] = (1, 1)
@@ -45,16 +45,17 @@ class BackendSettings:
 
 
 def _open_torch(s: BackendSettings) -> Backend:
-    from .torch_backend import TorchBackend, pick_torch_device
+    from .torch_backend import TorchBackend, pick_torch_device, resolve_torch_dtype
 
     try:
         device, why = pick_torch_device(s.torch_device)
     except RuntimeError as exc:
         raise BackendError(str(exc)) from None
-    s.log(f"Opening device: torch {device}, {s.torch_dtype}")
+    dtype, dtype_why = resolve_torch_dtype(s.torch_dtype, device, s.torch_path)
+    s.log(f"Opening device: torch {device}, {dtype} ({dtype_why})")
     try:
-        return TorchBackend(s.checkpoint, s.version, s.layout, device, s.torch_dtype,
-                            f"{s.reason}torch on {device} ({why})", path=s.torch_path)
+        return TorchBackend(s.checkpoint, s.version, s.layout, device, dtype, f"{s.reason}torch on {device} ({why})",
+                            path=s.torch_path, dtype_reason=dtype_why)
     except Exception as exc:  # a bad checkpoint or an impossible dtype/path: name the problem in one line
         raise BackendError(f"loading {s.checkpoint} failed: {exc}") from None
 

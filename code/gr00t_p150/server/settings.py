@@ -18,8 +18,10 @@ from .exceptions import SettingError
 
 BACKENDS = ("auto", "torch", "ttnn")
 TORCH_DEVICES = ("auto", "cpu", "cuda")
-TORCH_DTYPES = ("float32", "bfloat16")  # bfloat16: CUDA only, fast path only (checked when the device is known)
-# auto: the fast path on CUDA; on the CPU the fp32 reference itself (it is the golden the boot gate
+# auto: bf16 on a CPU with native bf16 matrix instructions, else fp32 (backends/torch_backend.resolve_torch_dtype);
+# bfloat16: the fast path only (checked when the device is known)
+TORCH_DTYPES = ("auto", "float32", "bfloat16")
+# auto: the fast path on CUDA or in bf16; in fp32 on the CPU the reference itself (it is the golden the boot gate
 # compares against, and the fp32 fast path gains little there: see README "Torch fast path").
 TORCH_PATHS = ("auto", "fast", "reference")
 # What needs ``Authorization: Bearer <GR00T_API_KEY>`` when a key is set; /health always stays open.
@@ -187,7 +189,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         weights_revision=revision,
         backend=_choice(env, "GR00T_BACKEND", "auto", BACKENDS),
         torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
-        torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "float32", TORCH_DTYPES),
+        torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "auto", TORCH_DTYPES),
         torch_path=parse_torch_path(env),
         mesh_shape=parse_mesh_shape(env.get("TT_MESH_SHAPE", "1x1")),
         tt_policy=_choice(env, "GR00T_POLICY", "mixed_dit", DTYPE_POLICIES),

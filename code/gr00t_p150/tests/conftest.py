@@ -36,8 +36,11 @@ def png(h: int, w: int) -> str:
 @pytest.fixture(scope="session")
 def server_env(tmp_path_factory):
     """Environment of the test server: an isolated cache, synthetic tiny weights, a small body limit."""
+    # fp32 pinned: the server tests hold the served answer to the fp32 reference bit for bit in this process;
+    # GR00T_TORCH_DTYPE=auto would pick bf16 on a CPU with native bf16 (test_torch_fast tests that choice)
     env = {"GR00T_VERSION": "n15", "GR00T_WEIGHTS": "synthetic:tiny", "GR00T_WARMUP_RUNS": "2",
-           "GR00T_CACHE": str(tmp_path_factory.mktemp("server-cache")), "GR00T_MAX_BODY_BYTES": str(2 * 2**20)}
+           "GR00T_CACHE": str(tmp_path_factory.mktemp("server-cache")), "GR00T_MAX_BODY_BYTES": str(2 * 2**20),
+           "GR00T_TORCH_DTYPE": "float32"}
     os.environ["GR00T_CACHE"] = env["GR00T_CACHE"]
     return env
 

@@ -35,12 +35,13 @@ def test_auto_says_why_it_chose_what_it_chose():
 def test_the_torch_builder_opens_a_backend_of_the_protocol(tiny_checkpoint):
     logged = []
     settings = BackendSettings(checkpoint=tiny_checkpoint, version="n15", layout="gr1", reason="test; ",
-                               log=logged.append, torch_device="cpu", torch_path="reference")
+                               log=logged.append, torch_device="cpu", torch_dtype="float32", torch_path="reference")
     backend = open_backend("torch", settings)
     assert isinstance(backend, Backend)
     assert backend.selection == "test; torch on cpu (GR00T_TORCH_DEVICE=cpu)"
     assert backend.stage == "reference-fp32-cpu" and backend.is_reference
-    assert logged == ["Opening device: torch cpu, float32"]
-    with pytest.raises(BackendError, match="loading .* failed: GR00T_TORCH_DTYPE=bfloat16 runs on CUDA only"):
+    assert logged == ["Opening device: torch cpu, float32 (GR00T_TORCH_DTYPE=float32)"]
+    with pytest.raises(BackendError, match="loading .* failed: GR00T_TORCH_PATH=reference is the fp32 golden"):
         open_backend("torch", BackendSettings(checkpoint=tiny_checkpoint, version="n15", layout="gr1", reason="",
-                                              log=logged.append, torch_device="cpu", torch_dtype="bfloat16"))
+                                              log=logged.append, torch_device="cpu", torch_dtype="bfloat16",
+                                              torch_path="reference"))

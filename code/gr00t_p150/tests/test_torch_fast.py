@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """The torch backend's path and dtype settings: GR00T_TORCH_PATH picks the fast path or the fp32
-reference, bf16 is refused off CUDA, and a server on the fast path boots through the fidelity gate
-and answers within 1e-4 of the reference on the tiny checkpoint."""
+reference, GR00T_TORCH_DTYPE=auto takes bf16 only on a CPU with native bf16 matrix instructions, bf16 needs the
+fast path, a server on the fast path boots through the fidelity gate and answers within 1e-4 of the reference on
+the tiny checkpoint, and a bf16 CPU server boots through the gate too, deterministically."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from gr00t_p150.backends.torch_backend import TorchBackend, resolve_torch_path
+from gr00t_p150.backends.torch_backend import TorchBackend, resolve_torch_dtype, resolve_torch_path
 from gr00t_p150.server.app import create_app
 from gr00t_p150.server.settings import SettingError, load_config
 from models.experimental.gr00t.common.quality import FP32_ACTION_ATOL, max_abs_diff
@@ -15,7 +16,7 @@ from models.experimental.gr00t.common.quality import FP32_ACTION_ATOL, max_abs_d
 
 def test_torch_path_and_dtype_settings_are_read_and_checked():
     c = load_config({"GR00T_VERSION": "n15"})
-    assert (c.torch_path, c.torch_dtype) == ("auto", "float32")
+    assert (c.torch_path, c.torch_dtype) == ("auto", "auto")
     c = load_config({"GR00T_VERSION": "n15", "GR00T_TORCH_PATH": "fast", "GR00T_TORCH_DTYPE": "bfloat16"})
     assert (c.torch_path, c.torch_dtype) == ("fast", "bfloat16")
     with pytest.raises(SettingError, match="GR00T_TORCH_PATH"):
@@ -27,17 +28,68 @@ def test_torch_path_and_dtype_settings_are_read_and_checked():
 @pytest.mark.parametrize(
     "requested, device, dtype, path",
     [("auto", "cpu", "float32", "reference"), ("auto", "cuda", "float32", "fast"), ("auto", "cuda", "bfloat16", "fast"),
-     ("fast", "cpu", "float32", "fast"), ("reference", "cuda", "float32", "reference")],
+     ("fast", "cpu", "float32", "fast"), ("reference", "cuda", "float32", "reference"),
+     ("auto", "cpu", "bfloat16", "fast")],
 )
-def test_auto_is_the_fast_path_on_cuda_and_the_golden_on_the_cpu(requested, device, dtype, path):
+def test_auto_is_the_fast_path_on_cuda_or_in_bf16_and_the_golden_on_an_fp32_cpu(requested, device, dtype, path):
     assert resolve_torch_path(requested, device, dtype)[0] == path
 
 
-@pytest.mark.parametrize("requested, device, dtype, rule", [("auto", "cpu", "bfloat16", "CUDA only"),
-                                                            ("reference", "cuda", "bfloat16", "fp32 golden")])
-def test_bf16_needs_cuda_and_the_fast_path(requested, device, dtype, rule):
-    with pytest.raises(RuntimeError, match=rule):
-        resolve_torch_path(requested, device, dtype)
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_bf16_needs_the_fast_path(device):
+    with pytest.raises(RuntimeError, match="fp32 golden"):
+        resolve_torch_path("reference", device, "bfloat16")
+
+
+@pytest.mark.parametrize(
+    "requested, device, path, units, dtype, why",
+    [("auto", "cpu", "auto", ["AVX512-BF16"], "bfloat16", "native bf16 matrix instructions (AVX512-BF16)"),
+     ("auto", "cpu", "fast", ["AMX-BF16", "AVX512-BF16"], "bfloat16", "(AMX-BF16, AVX512-BF16)"),
+     ("auto", "cpu", "auto", [], "float32", "no native bf16 matrix instructions"),
+     ("auto", "cpu", "reference", ["AVX512-BF16"], "float32", "reference is the fp32 golden"),
+     ("auto", "cuda", "auto", [], "float32", "fp32 on CUDA"),
+     ("bfloat16", "cpu", "auto", [], "bfloat16", "GR00T_TORCH_DTYPE=bfloat16"),
+     ("float32", "cpu", "auto", ["AMX-BF16"], "float32", "GR00T_TORCH_DTYPE=float32")],
+    ids=["avx512bf16", "amx", "zen3_like", "reference", "cuda", "explicit_bf16", "explicit_fp32"],
+)
+def test_auto_dtype_is_bf16_only_on_a_cpu_with_native_bf16_units(requested, device, path, units, dtype, why):
+    got, reason = resolve_torch_dtype(requested, device, path, units=units)
+    assert got == dtype and why in reason, reason
+
+
+def test_this_cpu_s_bf16_units_are_what_its_flags_say():
+    """torch's cpuinfo (what auto reads) agrees with the kernel's CPU flags."""
+    from gr00t_p150.backends.torch_backend import cpu_bf16_units
+
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    units = cpu_bf16_units()
+    assert ("AVX512-BF16" in units) == ("avx512_bf16" in flags)
+    assert ("AMX-BF16" in units) == ("amx_bf16" in flags)
+
+
+@pytest.mark.parametrize("version", ["n15", "n17"])
+def test_a_bf16_cpu_server_boots_through_the_gate_and_answers_deterministically(server_env, version):
+    """Forced bf16 (emulated on a CPU without native bf16: slower, the same numbers), tiny checkpoint."""
+    from models.experimental.gr00t.common.quality import BF16_ACTION_PCC_MIN, pcc
+
+    env = {**server_env, "GR00T_VERSION": version, "GR00T_TORCH_DTYPE": "bfloat16"}
+    with TestClient(create_app(load_config(env))) as c:
+        info = c.get("/info").json()
+        demo = c.get("/demo").json()
+        first = c.post("/predict", json=demo["request"]).json()
+        again = c.post("/predict", json=demo["request"]).json()
+    assert info["stage"] == "fast-bf16-cpu" and info["backend"]["dtype_reason"] == "GR00T_TORCH_DTYPE=bfloat16"
+    assert info["fidelity"]["passed"] and info["fidelity"]["deterministic"]
+    assert again["actions"] == first["actions"]  # bit-identical on one machine
+    want = demo["expected"]["actions"]
+    scores = {k: pcc(first["actions"][k], want[k]) for k in want}
+    assert min(scores.values()) >= BF16_ACTION_PCC_MIN, scores
+    assert first["backend"]["dtype"] == "bfloat16"
 
 
 def test_fast_backend_shares_the_reference_weights_and_matches_it(tiny_checkpoint, gr1_observation):

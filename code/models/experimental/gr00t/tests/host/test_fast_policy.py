@@ -11,7 +11,7 @@ import pytest
 import torch
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
 from models.experimental.gr00t.common.observation import parse_observation
-from models.experimental.gr00t.common.quality import FP32_ACTION_ATOL, max_abs_diff, pcc
+from models.experimental.gr00t.common.quality import BF16_ACTION_PCC_MIN, FP32_ACTION_ATOL, max_abs_diff, pcc
 from models.experimental.gr00t.reference.policies import load_reference_policy
 from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
 from models.experimental.gr00t.torch_fast.fast_policy import padded_length
@@ -19,7 +19,6 @@ from models.experimental.gr00t.torch_fast.fast_policy_n15 import FastPolicyN15
 from models.experimental.gr00t.torch_fast.fast_policy_n17 import FastPolicyN17
 from models.experimental.gr00t.common.timing import Stopwatch
 
-BF16_ACTION_PCC_MIN = 0.9999  # issue 7: per arm / action group, vs the fp32 golden
 OPTIONS = {"cpu_default": {}, "padded": {"pad": True}, "padded_fused": {"pad": True, "fuse": True}}
 INSTRUCTIONS = {"n15": ["pick the pear from the counter and place it in the plate", "wave"],
                 "n17": ["Put the blue block in the green bowl",
