@@ -16,7 +16,7 @@ PORT ?= 20000
 HOST ?= 127.0.0.1
 GR00T_VERSION ?= n15
 
-.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout bench-peer serve bench-reference bench-backend estimate-tt-accuracy clean-venv
+.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout bench-peer serve bench-reference bench-backend bench-cpu-bf16 estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -71,7 +71,8 @@ bench-batching: $(STAMP)
 rtc-rollout: $(STAMP)
 	$(PY) code/scripts/demo/rtc_rollout.py --out-json $(or $(BENCH_JSON),benchmarks/results/rtc_rollout.json)
 
-# Ourselves vs LeRobot 0.6.1's GR00T N1.7 in one run on this machine (full size, fp32 CPU; builds .venv-peer once).
+# Ourselves vs LeRobot 0.6.1's GR00T N1.7 in one run on this machine (full size, CPU: fp32 and bf16 sides of each;
+# builds .venv-peer once).
 bench-peer: $(STAMP)
 	PYTHONPATH=code:code/scripts $(PY) code/scripts/bench/bench_peer.py --rounds $(or $(PEER_ROUNDS),2) --calls $(or $(PEER_CALLS),3) $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
@@ -91,6 +92,12 @@ bench-reference: $(STAMP)
 # Plain reference vs torch fast path, same process (CPU, full-size synthetic checkpoint).
 bench-backend: $(STAMP)
 	$(PY) code/scripts/bench/bench_backend.py --version $(GR00T_VERSION)
+
+# The CPU's three torch paths in one process: fp32 reference, fp32 fast, bf16 fast (+ bf16's accuracy over seeds),
+# then the bf16 path's stages against their GEMM floor and its top ops (full size; ~5 min for n15, ~10 for n17).
+bench-cpu-bf16: $(STAMP)
+	$(PY) code/scripts/bench/bench_backend.py --version $(GR00T_VERSION) --dtype bfloat16 --n 3 --warmup 1 --threads 2
+	$(PY) code/scripts/bench/profile_cpu_bf16.py --version $(GR00T_VERSION) --json benchmarks/results/profile_cpu_bf16_$(GR00T_VERSION)_full.json
 
 clean-venv:
 	rm -rf $(VENV)

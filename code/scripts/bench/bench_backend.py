@@ -7,6 +7,10 @@ alternate reference / fast so that this VM's drift hits both alike; the table gi
 stage and the ratio reference / fast, the JSON also the fast path's max |d| against the reference at
 every tap, and the peak RSS of the process (both paths together) against the fp32 weight bytes.
 
+CPU bf16 (``--dtype bfloat16``, ``bench_cpu_bf16.py``): the fp32 reference, the fp32 fast path (its tensors) and the
+bf16 fast path (a second load), calls alternated; bf16 against the fp32 reference on the demo noise and on
+``--seeds`` (chunk PCC, per-group PCC and max |d|).
+
 CUDA (``--device cuda``): the golden is the fp32 reference on the CPU (one call); then the fp32
 reference is timed on the GPU, and the fast path (``--dtype bfloat16`` by default there: mixed
 precision, static shapes, fused projections, per-stage CUDA graphs, CUDA-event stage timing) is built
@@ -75,11 +79,15 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=5, help="timed calls per path")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                    help="--device cpu --dtype bfloat16: the seeds bf16 is compared with the fp32 reference on")
     ap.add_argument("--json", type=Path, help="default: benchmarks/results/backend_<device>_<version>_<scale>.json")
     args = ap.parse_args()
     dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
-    if args.device == "cpu" and dtype != "float32":
-        ap.error("--device cpu times the fp32 fast path (it shares the reference's fp32 weights); bf16 is for cuda")
+    if args.device == "cpu" and dtype == "bfloat16":
+        from bench_cpu_bf16 import run_cpu_bf16
+
+        return run_cpu_bf16(args)
 
     import torch
     from models.experimental.gr00t.reference.policies import load_reference_policy

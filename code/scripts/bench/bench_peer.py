@@ -6,9 +6,10 @@ fast path, on the same full-size N1.7 weights, the same DROID observation and th
     make bench-peer    (= bench_peer.py [--rounds 2] [--calls 3] [--json benchmarks/results/bench_peer_n17.json])
     bench_peer.py --device cuda --peer-python python3 --peer-path DIR    (code/scripts/device_check_cuda.sh --peer)
 
-On CUDA the sides are LeRobot fp32 and LeRobot's default inference (fp32 parameters under bf16 autocast), our fp32
-reference and our bf16 fast path with CUDA graphs; fp32 sides must agree with LeRobot fp32 (TF32 off), the bf16
-ones are reported (PCC, max |d|) against it. Without a CUDA device ``--device cuda`` stops with a reason.
+The sides are LeRobot fp32 and LeRobot's default inference (fp32 parameters under bf16 autocast, on the CPU too),
+our fp32 reference, our fp32 fast path (CPU only) and our bf16 fast path (on CUDA with static shapes and CUDA
+graphs); fp32 sides must agree with LeRobot fp32 (TF32 off), the bf16 ones are reported (PCC, max |d|) against it.
+Each side's process reports its own peak RSS. Without a CUDA device ``--device cuda`` stops with a reason.
 
 1. The peer venv (``.venv-peer``; LeRobot pins transformers 5.4–5.5 and diffusers 0.38–0.39, which conflict with
    our lock, so it never shares ours) is built on first use: ``pip install lerobot[groot]==0.6.1`` with our lock's
@@ -48,7 +49,7 @@ REPO = Path(__file__).resolve().parents[3]
 PEER_VENV = REPO / ".venv-peer"
 PEER_PACKAGE = "lerobot[groot]==0.6.1"
 AGREE_ATOL = 1e-4  # the bound; fp32 on one machine lands near 1e-6
-SIDES = {"cpu": ("lerobot", "reference", "fast"),
+SIDES = {"cpu": ("lerobot", "lerobot-bf16-autocast", "reference", "fast", "fast-bf16"),
          "cuda": ("lerobot", "lerobot-bf16-autocast", "reference", "fast-bf16")}
 FP32_SIDES = ("reference", "fast")  # held to AGREE_ATOL against LeRobot fp32
 
@@ -116,7 +117,7 @@ def worker(side: str, ckpt: Path, inputs_path: Path, out: Path, calls: int, devi
     from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
 
     t0 = time.perf_counter()
-    if side == "fast-bf16":  # the CUDA fast path: bf16, padded static shapes, fused, per-stage CUDA graphs
+    if side == "fast-bf16":  # bf16 GEMMs (CUDA also pads, fuses and captures per-stage graphs; the CPU does not)
         policy = fast_policy_from_reference(load_reference_policy(ckpt, "n17"), device=device, dtype="bfloat16")
     else:
         policy = load_reference_policy(ckpt, "n17", device=device)
@@ -160,8 +161,13 @@ def run_side(side: str, ckpt: Path, inputs: Path, out: Path, calls: int, threads
         cmd = [sys.executable, __file__, "--worker", side, "--checkpoint", str(ckpt), "--inputs", str(inputs),
                "--out", str(out), "--calls", str(calls), "--device", device]
         summary_path = out.with_suffix(".json")
-    subprocess.run(cmd, check=True, env=env)
-    return {**json.loads(summary_path.read_text()), "action_pred": np.load(out)["action_pred"]}
+    proc = subprocess.Popen(cmd, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS (ru_maxrss: KiB on Linux)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return {**json.loads(summary_path.read_text()), "action_pred": np.load(out)["action_pred"],
+            "peak_rss_gib": round(usage.ru_maxrss / 2**20, 2)}
 
 
 def compare(a: np.ndarray, b: np.ndarray, inputs: Path, ckpt: Path) -> dict:
@@ -221,7 +227,8 @@ def main() -> int:
         timed = [t for run in side_runs for t in run["call_ms"][1:]]
         row = {"median_ms": round(statistics.median(timed), 1), "min_ms": round(min(timed), 1), "calls": len(timed),
                "load_s": [run["load_s"] for run in side_runs], "all_call_ms": [run["call_ms"] for run in side_runs],
-               "threads": side_runs[0]["threads"], "torch": side_runs[0]["torch"]}
+               "threads": side_runs[0]["threads"], "torch": side_runs[0]["torch"],
+               "peak_rss_gib": max(run["peak_rss_gib"] for run in side_runs)}
         staged = [s for run in side_runs for s in run.get("stages_ms", [])[1:]]
         if staged:
             row["stages_median_ms"] = {k: round(statistics.median(s[k] for s in staged), 1) for k in staged[0]}
@@ -238,14 +245,15 @@ def main() -> int:
               "sides": rows, "agreement_max_abs_vs_lerobot": agreement, "agree_atol": AGREE_ATOL}
     print(f"GR00T N1.7 full size, {args.device}, one run on {gpu or result['cpu']} ({threads} threads); model call "
           f"(backbone + action head) on identical inputs and noise; medians over {rows['lerobot']['calls']} calls")
-    print(f"{'side':<22}{'median ms':>11}{'min ms':>9}{'vs LeRobot':>12}   max |d| vs LeRobot "
+    print(f"{'side':<22}{'median ms':>11}{'min ms':>9}{'vs LeRobot':>12}{'peak RSS':>10}   max |d| vs LeRobot "
           "(action_pred; worst group)")
     for side, row in rows.items():
         agree = agreement.get(side)
         text = "" if agree is None else (f"{agree['action_pred']:.2e}; "
                                          f"{max(v for k, v in agree.items() if k not in ('action_pred', 'pcc')):.2e}"
                                          f"; PCC {agree['pcc']:.6f}")
-        print(f"{side:<22}{row['median_ms']:>11.1f}{row['min_ms']:>9.1f}{peer_ms / row['median_ms']:>11.2f}x   {text}")
+        print(f"{side:<22}{row['median_ms']:>11.1f}{row['min_ms']:>9.1f}{peer_ms / row['median_ms']:>11.2f}x"
+              f"{row['peak_rss_gib']:>8.2f} GB   {text}")
     for side, row in rows.items():
         if "stages_median_ms" in row:
             print(f"  {side} stages (median ms): {row['stages_median_ms']}")
