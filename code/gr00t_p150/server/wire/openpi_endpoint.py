@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The openpi websocket policy protocol (what ``openpi-client``'s ``WebsocketClientPolicy`` speaks), on its own
-port beside the HTTP server and on the same engine.
+port beside the HTTP server: an adapter onto the same service as ``/predict`` (``service.py``).
 
 On connect the server sends one msgpack map of metadata (action horizon, keys and dims, embodiment, the frame
 size the model saw, the observation keys it takes, ``needs_session_id`` false); then each binary message is an

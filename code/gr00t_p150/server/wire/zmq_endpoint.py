@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """NVIDIA's GR00T PolicyServer wire protocol (Isaac-GR00T N1.6/N1.7 ``gr00t/policy/server_client.py``) on a ZMQ
-REP socket, beside the HTTP server and on the same engine.
+REP socket, beside the HTTP server: an adapter onto the same service as ``/predict`` (``service.py``).
 
 A request is the msgpack map ``{"endpoint": name, "data": {...}, "api_token"?: str}`` (``endpoint`` defaults to
 ``get_action``, as in NVIDIA's server). Endpoints: ``ping``; ``get_action`` (``data = {"observation": ...,
