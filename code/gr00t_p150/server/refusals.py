@@ -71,17 +71,22 @@ TABLE = {
 }
 
 
+_input_types_added = False
+
+
 def _add_input_types() -> None:
+    global _input_types_added
     from gr00t_client.codecs import WireError
     from models.experimental.gr00t.common.errors import InputError
 
     TABLE.setdefault(InputError, _field_rule(400))
     TABLE.setdefault(WireError, _field_rule(400))
+    _input_types_added = True
 
 
 def refusal(exc: BaseException, where: str = "a request") -> Refusal:
     """What to answer for ``exc``; an exception type not in the table is logged (with ``where``) as a fault."""
-    if "InputError" not in {k.__name__ for k in TABLE}:
+    if not _input_types_added:
         _add_input_types()
     for kind in type(exc).__mro__:
         if kind in TABLE:
