@@ -39,6 +39,16 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"median": round(statistics.median(ordered), 3), "p90": round(p90, 3), "min": round(ordered[0], 3)}
 
 
+def write_result(path, result: dict) -> None:
+    """A result file as every benchmark writes it (indented JSON, parents made), and a line saying where."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
 def cpu_model() -> str:
     """The host CPU's model name (``/proc/cpuinfo``), for the machine line of a result file."""
     try:

@@ -23,7 +23,6 @@ action unit). Random synthetic weights: the numbers are about speed and fidelity
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -33,6 +32,9 @@ from pathlib import Path
 
 
 from bench_reference import ensure_checkpoint, peak_rss_gib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared helpers
+from bench_http import write_result
 from models.experimental.gr00t.common.demo import load_demo_request
 from models.experimental.gr00t.common.cli import run_cli
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
@@ -172,10 +174,7 @@ def main() -> int:
           f"({result['fp32_weight_gib']:.2f} GiB); fast vs {'reference' if golden is None else 'golden'}: "
           f"action_pred max|d| {fid['action_pred_max_abs']:.2e}, min group PCC "
           f"{min(g['pcc'] for g in fid['groups'].values()):.6f}")
-    out = args.json or RESULTS / f"backend_{args.device}_{args.version}_{args.scale}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result(args.json or RESULTS / f"backend_{args.device}_{args.version}_{args.scale}.json", result)
     return 0
 
 

@@ -12,7 +12,6 @@ synthetic weights: speed and fidelity, not a policy.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 from bench_backend import RESULTS, fidelity, summarise, timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
-from bench_http import cpu_model
+from bench_http import cpu_model, write_result
 from bench_reference import ensure_checkpoint, peak_rss_gib
 from models.experimental.gr00t.common.demo import load_demo_request
 from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
@@ -105,8 +104,5 @@ def run_cpu_bf16(args) -> int:
         worst = min(row["groups"].items(), key=lambda kv: kv[1]["pcc"])
         print(f"bf16 vs fp32 reference, {name}: chunk PCC {row['chunk_pcc']:.6f}, lowest group {worst[0]} PCC "
               f"{worst[1]['pcc']:.6f}, max |d| {max(g['max_abs'] for g in row['groups'].values()):.3g}")
-    out = args.json or RESULTS / f"backend_cpu_bf16_{args.version}_{args.scale}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result(args.json or RESULTS / f"backend_cpu_bf16_{args.version}_{args.scale}.json", result)
     return 0

@@ -18,7 +18,6 @@ non-GEMM costs.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -33,7 +32,7 @@ from models.experimental.gr00t.common.timing import Stopwatch
 from models.experimental.gr00t.common.versions import SPECS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared helpers
-from bench_http import cpu_model
+from bench_http import cpu_model, write_result
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul",
             "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::scaled_dot_product_attention")
@@ -149,9 +148,7 @@ def main(argv=None) -> int:
         print(f"  {row['op']:<52}{row['self_ms_per_call']:>9.1f} ms {100 * row['share']:>5.1f} %"
               f"{'  (GEMM)' if row['gemm'] else ''}  x{row['calls_per_call']}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        write_result(args.json, result)
     return 0
 
 

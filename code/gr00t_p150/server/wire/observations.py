@@ -25,6 +25,8 @@ import numpy as np
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.layouts import Layout
 
+from ..service import PolicyRequest
+
 SESSION_KEYS = ("session_id", "seq", "control_hz", "rtc")  # what a wire request may add for a robot session (§12)
 MAX_BATCH = 16  # items of one batched GR00T request (each runs alone, in order)
 
@@ -147,8 +149,6 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
 def wire_request(protocol: str, body: dict, options: dict, size: int):
     """An observation body of a wire protocol and its options (``seed``, ``noise`` as an ndarray or nested lists,
     ``SESSION_KEYS``) → the service's ``PolicyRequest``; ``size`` is the message's length in bytes."""
-    from ..service import PolicyRequest
-
     noise = options.get("noise")
     if isinstance(noise, np.ndarray):
         noise = floats(noise, "noise")
