@@ -36,11 +36,6 @@ def parse_mesh_shape(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def parse_torch_path(env: Mapping[str, str]) -> str:
-    """GR00T_TORCH_PATH (auto | fast | reference); the torch backend resolves auto per device."""
-    return _choice(env, "GR00T_TORCH_PATH", "auto", TORCH_PATHS)
-
-
 # as common/host_threads.py starts with (it is the port's, and importing the server imports nothing of it)
 DEFAULT_FRAME_WORKERS = min(4, os.cpu_count() or 1)
 
@@ -190,7 +185,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         backend=_choice(env, "GR00T_BACKEND", "auto", BACKENDS),
         torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
         torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "auto", TORCH_DTYPES),
-        torch_path=parse_torch_path(env),
+        torch_path=_choice(env, "GR00T_TORCH_PATH", "auto", TORCH_PATHS),
         mesh_shape=parse_mesh_shape(env.get("TT_MESH_SHAPE", "1x1")),
         tt_policy=_choice(env, "GR00T_POLICY", "mixed_dit", DTYPE_POLICIES),
         tt_trace_layout=_choice(env, "GR00T_TRACE_LAYOUT", "per_stage", TRACE_LAYOUTS),
