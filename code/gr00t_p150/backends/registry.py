@@ -42,6 +42,7 @@ class BackendSettings:
     tt_trace_layout: str = "per_stage"
     tt_mock: bool = False
     tt_num_cqs: int = 1
+    tt_vit_fork: bool = True  # GR00T_VIT_FORK
 
 
 def _open_torch(s: BackendSettings) -> Backend:
@@ -68,7 +69,7 @@ def _open_ttnn(s: BackendSettings) -> Backend:
         return TTNNBackend(s.checkpoint, s.version, s.layout, mesh_shape=s.mesh_shape, cache_root=s.tt_cache,
                            weights_id=s.weights_id, dtype_policy=s.tt_policy, trace_layout=s.tt_trace_layout,
                            mock=s.tt_mock, warmup_request=s.demo_request, reason=s.reason, log=s.log,
-                           num_cqs=s.tt_num_cqs)
+                           num_cqs=s.tt_num_cqs, vit_fork=s.tt_vit_fork)
     except TTNNBackendError as exc:
         raise BackendError(str(exc)) from None
     except Exception as exc:  # a device or conversion failure: one line, the cause named

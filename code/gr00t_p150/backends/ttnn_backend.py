@@ -63,7 +63,7 @@ class TTNNBackend(PolicyBackend):
 
     def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
                  weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,
-                 reason: str, log: Callable[[str], None], num_cqs: int = 1):
+                 reason: str, log: Callable[[str], None], num_cqs: int = 1, vit_fork: bool = True):
         from models.experimental.gr00t.common.versions import get_spec, load
 
         spec = get_spec(version)
@@ -78,7 +78,7 @@ class TTNNBackend(PolicyBackend):
         self.requested_cqs = check_num_cqs(num_cqs)
         # wait_for_event crashes the mock runtime: a mock runs the untraced stages on one queue
         self.num_cqs = 1 if mock else num_cqs
-        self.policy_settings = TTPolicy(dtype_policy=dtype_policy, trace_layout=trace_layout)
+        self.policy_settings = TTPolicy(dtype_policy=dtype_policy, trace_layout=trace_layout, vit_fork=vit_fork)
         t0 = time.perf_counter()
         log(f"Opening device: ttnn {'MOCK P150 (test mode)' if mock else 'p150a'}, "
             f"mesh {mesh_shape[0]}x{mesh_shape[1]}, {self.num_cqs} command queue(s), policy {dtype_policy}")

@@ -80,6 +80,7 @@ class ServerConfig:
     batch_window_ms: float = 3.0  # GR00T_BATCH_WINDOW_MS: how long the oldest request waits for others; 0 = off
     # GR00T_FRAME_WORKERS: threads (1-16) a request's camera frames are decoded and resized on
     frame_workers: int = DEFAULT_FRAME_WORKERS
+    vit_fork: bool = True  # GR00T_VIT_FORK: 1 = the tuned vision tower fidelity (tt/policy.py), 0 = verbatim (HiFi4)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -213,6 +214,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         max_batch=_int(env, "GR00T_MAX_BATCH", 1, 1, 64),
         batch_window_ms=_number(env, "GR00T_BATCH_WINDOW_MS", 3.0, 0.0, 1000.0, float, "a number of milliseconds"),
         frame_workers=_int(env, "GR00T_FRAME_WORKERS", DEFAULT_FRAME_WORKERS, 1, 16),
+        vit_fork=_choice(env, "GR00T_VIT_FORK", "1", ("0", "1")) == "1",
     )
 
 

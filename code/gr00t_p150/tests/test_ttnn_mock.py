@@ -50,7 +50,7 @@ def test_boot_converts_compiles_and_says_it_is_a_mock(mock_server):
     info = get(url + "/info")
     backend = info["backend"]
     assert backend["name"] == "ttnn" and backend["mock"] is True and backend["device"] == "mock-p150"
-    assert backend["policy"] == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage"}
+    assert backend["policy"] == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage", "vit_fork": True}
     assert backend["traced"] is False and backend["programs"] > 50 and backend["seq_len_padded"] == 384
     assert info["stage"] == "stage1-ttnn-mock-untraced"  # a real p150a serves stage1-ttnn-traces
     assert "MOCK DEVICE" in backend["warning"] and info["fidelity"] == {"skipped": info["fidelity"]["skipped"]}

@@ -6,12 +6,18 @@ fidelity; see ``tt/tools/census.py``), and L1 per core. **Floors, not measuremen
 do with these ops, ignoring dispatch and program configs.
 
     tt_roofline.py [--version n15|n17] [--json benchmarks/results/tt_roofline_n15.json]
+                   [--vision-fidelity SPEC] [--vision-candidates SPEC ... --candidates-json out.json]
+
+``--vision-fidelity``: the vision tower's per-block fidelity for the whole sheet instead of the port's table
+(``tt/policy.py`` ``VIT_FORK_FIDELITY``; "HiFi4" is ``GR00T_VIT_FORK=0``). ``--vision-candidates``: after the sheet,
+the vision stage alone recaptured under each spec (its programs, bytes, FLOPs and floors), for the fidelity search.
 
 Needs the mock runtime (``apt-get install -y binutils-riscv64-unknown-elf``); no checkpoint: the weights are
 allocated, uninitialised, in their real converted shapes and dtypes. About a minute per version.
 """
 
 import argparse
+from collections import Counter
 import json
 import os
 import platform
@@ -28,7 +34,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default="n15", choices=["n15", "n17"])
     ap.add_argument("--json", type=Path, help=f"default {RESULTS}/tt_roofline_<version>.json")
+    ap.add_argument("--vision-fidelity", metavar="SPEC", help="the vision tower's fidelity spec for the whole sheet")
+    ap.add_argument("--vision-candidates", nargs="+", metavar="SPEC", default=[],
+                    help="recapture the vision stage under each spec")
+    ap.add_argument("--candidates-json", type=Path, help="where --vision-candidates' floors go")
     args = ap.parse_args(argv)
+    tower = {"n15": "siglip", "n17": "qwen3vl"}[args.version]
     from gr00t_p150.backends.ttnn_backend import prepare_runtime
 
     prepare_runtime(True, Path(os.environ.get("GR00T_CACHE_DIR") or Path.home() / ".cache" / "gr00t_p150"))
@@ -36,14 +47,28 @@ def main(argv=None) -> int:
 
     from models.experimental.gr00t.tt.tools import census
     from models.experimental.gr00t.tt.tools.stage_sheet import allocated_model, demo_host_inputs, stage_sheet
+    from models.experimental.gr00t.tt.tools.trace_safety import capture_stage
 
     t0 = time.perf_counter()
     print(f"building the full-size {args.version} TT model on the mock P150 ...", file=sys.stderr)
     device = ttnn.open_device(device_id=0)
     try:
         model, config, layout = allocated_model(args.version, device)
-        print(f"capturing the stages ({time.perf_counter() - t0:.0f} s) ...", file=sys.stderr)
+        table = model.w.vision_fidelity
+        if args.vision_fidelity:
+            table[tower] = args.vision_fidelity
+        print(f"capturing the stages ({time.perf_counter() - t0:.0f} s), {tower} fidelity {table[tower]} ...",
+              file=sys.stderr)
         sheet, report = stage_sheet(model, demo_host_inputs(model, config, layout))
+        sheet_spec, candidates = table[tower], {}
+        for spec in args.vision_candidates:  # the stage check left the vision stage's inputs in place
+            table[tower] = spec
+            ops = capture_stage(model, "vision").ops
+            candidates[spec] = {k: v for k, v in census.roofline(ops).items() if k != "by_op"}
+            candidates[spec]["fidelity_programs"] = dict(Counter(op.fidelity for op in ops
+                                                                        if op.name.startswith("Matmul")))
+            print(f"  vision at {spec}: floor {candidates[spec]['floor_us']:.1f} us (compute "
+                  f"{candidates[spec]['compute_floor_us']:.1f}, memory {candidates[spec]['memory_floor_us']:.1f})")
     finally:
         ttnn.close_device(device)
     total = {k: sum(row[k] for row in sheet.values()) for k in ("programs", "bytes", "flops", "floor_us",
@@ -68,8 +93,17 @@ def main(argv=None) -> int:
                  "peak_flops_lofi": census.PEAK_FLOPS, "fidelity_passes": census.FIDELITY_PASSES,
                  "l1_bytes_per_core": census.L1_BYTES_PER_CORE},
         "ttnn": getattr(ttnn, "__version__", "unknown"), "host": platform.machine(),
+        "vision_fidelity": {tower: sheet_spec},
         "trace_safe": report.ok, "total": total, "stages": sheet}, indent=2) + "\n")
     print(f"wrote {out} ({time.perf_counter() - t0:.0f} s)")
+    if candidates:
+        path = args.candidates_json or RESULTS / f"tt_vit_fidelity_floors_{args.version}.json"
+        path.write_text(json.dumps({"version": args.version, "tower": tower, "what": "the vision stage's floors "
+                                    "per per-block fidelity spec (census.py), not measurements",
+                                    "command": "code/scripts/bench/tt_roofline.py --version "
+                                    f"{args.version} --vision-candidates " + " ".join(f"'{c}'" for c in candidates),
+                                    "candidates": candidates}, indent=2) + "\n")
+        print(f"wrote {path}")
     return 0
 
 

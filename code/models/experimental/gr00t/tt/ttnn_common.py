@@ -6,11 +6,13 @@ Activations are bf16 [1, S, D] TILE tensors in DRAM; sequences are padded to til
 caller and padded keys are masked with an additive mask, so no op ever sees ragged tiles on the
 sequence axis. Matmuls accumulate in fp32 (``fp32_dest_acc_en``): HiFi4 against bf16 weights, HiFi2
 against bfloat8_b ones (HiFi2 multiplies the weight's mantissa exactly but truncates the activation's last
-mantissa bit: ``golden_ops``' ``device_hifi2`` model). LayerNorm and RMSNorm run with ``math_approx_mode``
-off (exact rsqrt / reciprocal: their per-row scale errors would otherwise reach every token; the audit's
-§1.3), and SDPA's exponential is exact (``exp_approx_mode`` off in its program config); matmuls keep ttnn's
-default, which only matters for fused activations, until a card shows what the exact mode costs there. Every
-linear and every SDPA runs on an explicit program config of ``matmul_configs``.
+mantissa bit: ``golden_ops``' ``device_fidelity`` model), except the vision towers' block matmuls, which run at
+their block's fidelity (``block_fidelity``; ``policy.VIT_FORK_FIDELITY``, HiFi4 when ``vit_fork`` is off).
+LayerNorm and RMSNorm run with ``math_approx_mode`` off (exact rsqrt / reciprocal: their per-row scale errors
+would otherwise reach every token; the audit's §1.3), and SDPA's exponential is exact (``exp_approx_mode`` off
+in its program config); matmuls keep ttnn's default, which only matters for fused activations, until a card
+shows what the exact mode costs there. Every linear and every SDPA runs on an explicit program config of
+``matmul_configs``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Mapping
 import ttnn
 
 from .matmul_configs import BF16_TILE, BFP8_TILE, matmul_config, sdpa_config
+from .policy import TTPolicy, fidelity_of
 
 NEG_INF = float("-inf")
 
@@ -29,10 +32,11 @@ class DeviceWeights:
     """name → device tensor, as the version's ``device_tensors`` named them; a missing name is a bug in
     the converter or the module, so it fails with the name."""
 
-    def __init__(self, device, tensors: Mapping[str, ttnn.Tensor]):
+    def __init__(self, device, tensors: Mapping[str, ttnn.Tensor], policy: TTPolicy | None = None):
         self.device = device
         self._t = dict(tensors)
         self.used: set[str] = set()
+        self.use_policy(policy or TTPolicy())
         arch = device.arch()
         self._cfg = {
             "bf16": ttnn.init_device_compute_kernel_config(arch, math_fidelity=ttnn.MathFidelity.HiFi4,
@@ -43,6 +47,24 @@ class DeviceWeights:
                                                            math_approx_mode=False, fp32_dest_acc_en=True,
                                                            packer_l1_acc=True),
         }
+
+    def use_policy(self, policy: TTPolicy) -> None:
+        """Take the policy's execution settings (today the vision towers' per-block fidelity); the weights
+        themselves were converted by its dtype policy already. Call before the model is built."""
+        self.vision_fidelity = policy.vision_fidelity()  # tower → ``fidelity_of`` spec; the estimate edits it
+
+    def fidelity_config(self, fidelity: str):
+        """bf16-weight matmul config at ``fidelity`` ("LoFi" … "HiFi4"), fp32 accumulation (built once each)."""
+        key = "bf16" if fidelity == "HiFi4" else fidelity
+        if key not in self._cfg:
+            self._cfg[key] = ttnn.init_device_compute_kernel_config(
+                self.device.arch(), math_fidelity=getattr(ttnn.MathFidelity, fidelity), fp32_dest_acc_en=True,
+                packer_l1_acc=True)
+        return self._cfg[key]
+
+    def block_fidelity(self, tower: str, block: int) -> str:
+        """The math fidelity of vision tower ``tower``'s block ``block`` ("siglip" or "qwen3vl")."""
+        return fidelity_of(self.vision_fidelity[tower], block)
 
     def __getitem__(self, name: str) -> ttnn.Tensor:
         try:
@@ -65,8 +87,11 @@ class DeviceWeights:
         return sum(Tensor(tuple(t.shape), str(t.dtype).split(".")[-1], t.layout == ttnn.TILE_LAYOUT).bytes
                    for t in self._t.values())
 
-    def compute_config(self, weight: ttnn.Tensor):
-        return self._cfg["bfp8" if weight.dtype == ttnn.bfloat8_b else "bf16"]
+    def compute_config(self, weight: ttnn.Tensor, fidelity: str | None = None):
+        """HiFi2 for a bfloat8_b weight; for a bf16 one ``fidelity`` (a vision block's) or HiFi4."""
+        if weight.dtype == ttnn.bfloat8_b:
+            return self._cfg["bfp8"]
+        return self.fidelity_config(fidelity) if fidelity else self._cfg["bf16"]
 
     @property
     def norm_config(self):
@@ -80,21 +105,22 @@ class DeviceWeights:
 
 
 def linear(w: DeviceWeights, x: ttnn.Tensor, name: str, *, bias: bool = True,
-           activation: str | None = None) -> ttnn.Tensor:
+           activation: str | None = None, fidelity: str | None = None) -> ttnn.Tensor:
     """``act(x @ W + b)`` for the converted ``name.weight`` [in, out] (and ``name.bias`` [1, out]); ``activation``
     "gelu_tanh", "silu" or "relu", fused into the matmul's program: every linear runs on an explicit config of
-    ``matmul_configs`` (1-D multicast for short activations, 2-D for long ones)."""
-    return linear_of(w, x, w[name + ".weight"], w[name + ".bias"] if bias else None, activation)
+    ``matmul_configs`` (1-D multicast for short activations, 2-D for long ones). ``fidelity``: a vision block's math
+    fidelity for a bf16 weight (``DeviceWeights.compute_config``)."""
+    return linear_of(w, x, w[name + ".weight"], w[name + ".bias"] if bias else None, activation, fidelity)
 
 
 def linear_of(w: DeviceWeights, x: ttnn.Tensor, weight: ttnn.Tensor, bias: ttnn.Tensor | None,
-              activation: str | None = None) -> ttnn.Tensor:
+              activation: str | None = None, fidelity: str | None = None) -> ttnn.Tensor:
     """``linear`` over given device tensors (``activation``: "gelu_tanh", "silu" or "relu")."""
     shape = tuple(x.shape)
     config = matmul_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation,
                            BFP8_TILE if weight.dtype == ttnn.bfloat8_b else BF16_TILE)
     y = ttnn.linear(x, weight, bias=bias, program_config=config, memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                    compute_kernel_config=w.compute_config(weight))
+                    compute_kernel_config=w.compute_config(weight, fidelity))
     return y
 
 
@@ -143,12 +169,12 @@ def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, 
 
 
 def fused_self_attention(w: DeviceWeights, x: ttnn.Tensor, p: str, out: str, heads: int, *, scale: float,
-                         bias: bool, mask: ttnn.Tensor | None = None) -> ttnn.Tensor:
+                         bias: bool, mask: ttnn.Tensor | None = None, fidelity: str | None = None) -> ttnn.Tensor:
     """Self-attention with the fused, head-padded ``p + "qkv"`` projection and ``p + out`` output. ``scale``: the
     softmax scale, hd^-½ of the checkpoint's head dim, or 1 where the converter folded it into q
-    (``weight_layout._attention``); the padded width comes from the weights."""
-    qkv = linear(w, x, p + "qkv", bias=bias)
+    (``weight_layout._attention``); the padded width comes from the weights. ``fidelity``: as ``linear``'s."""
+    qkv = linear(w, x, p + "qkv", bias=bias, fidelity=fidelity)
     q, k, v = ttnn.transformer.split_query_key_value_and_split_heads(qkv, num_heads=heads, transpose_key=False,
                                                                      memory_config=ttnn.DRAM_MEMORY_CONFIG)
     o = attend(w, q, k, v, scale=scale, mask=mask)
-    return linear(w, o, p + out, bias=bias)
+    return linear(w, o, p + out, bias=bias, fidelity=fidelity)

@@ -59,6 +59,7 @@ class TTGr00tPolicyBase:
         lay = get_layout(layout or spec.layout)
         stats = cls.load_stats(checkpoint_dir, lay, config)
         weights = device_weights(checkpoint_dir, device, cache_root, weights_id, policy, lay, log)
+        weights.use_policy(policy)  # its execution settings: the vision towers' per-block fidelity (vit_fork)
         model = build_tt_model(weights, config, lay)
         return cls(config, lay, stats, model, TTRunner(model, traced, num_cqs or spec.tt_num_cqs))
 

@@ -9,8 +9,9 @@ host: the position rows interpolated from the learned grid (a converted weight, 
 
 Input: the processor's flattened patch rows [1, P, C·T·p·p] in merge order, so the Conv3d patch
 embedding is one matmul. Each of the ``depth`` blocks is pre-LN attention (fused QKV, 2-D RoPE through
-``TtQwen3.rope``, SDPA with an additive block-diagonal mask) and a tanh-GELU MLP. After the blocks
-listed in ``deepstack_visual_indexes`` a DeepStack merger (shuffle 2×2 patches into one row, LayerNorm
+``TtQwen3.rope``, SDPA with an additive block-diagonal mask) and a tanh-GELU MLP; its four matmuls run at the
+block's math fidelity (``DeviceWeights.block_fidelity``: the published package's ``GR00T_VIT_FORK`` tuning).
+After the blocks listed in ``deepstack_visual_indexes`` a DeepStack merger (shuffle 2×2 patches into one row, LayerNorm
 over the shuffled row, fc1, erf GELU, fc2) taps the stream; the final merger normalises each patch first.
 
 The text decoder is the Qwen3 layer of the N1.5 port (``TtQwen3.layer``) with other RoPE tables: the
@@ -65,14 +66,16 @@ class TtQwen3VLVision:
 
     def block(self, x: ttnn.Tensor, i: int) -> ttnn.Tensor:
         w, c, p = self.w, self.c, f"{self.p}blocks.{i}."
+        fid = w.block_fidelity("qwen3vl", i)  # the block's matmul fidelity (``policy.VIT_FORK_FIDELITY``)
         h = layer_norm(w, x, p + "norm1", c.layer_norm_eps)
         q, k, v = ttnn.transformer.split_query_key_value_and_split_heads(
-            linear(w, h, p + "attn.qkv"), num_heads=c.num_heads, transpose_key=False,
+            linear(w, h, p + "attn.qkv", fidelity=fid), num_heads=c.num_heads, transpose_key=False,
             memory_config=ttnn.DRAM_MEMORY_CONFIG)
         o = attend(w, self.rope(q), self.rope(k), v, scale=c.head_dim**-0.5, mask=self.mask)
-        x = ttnn.add(x, linear(w, o, p + "attn.proj"))
+        x = ttnn.add(x, linear(w, o, p + "attn.proj", fidelity=fid))
         h = layer_norm(w, x, p + "norm2", c.layer_norm_eps)
-        return ttnn.add(x, linear(w, linear(w, h, p + "mlp.linear_fc1", activation="gelu_tanh"), p + "mlp.linear_fc2"))
+        h = linear(w, h, p + "mlp.linear_fc1", activation="gelu_tanh", fidelity=fid)
+        return ttnn.add(x, linear(w, h, p + "mlp.linear_fc2", fidelity=fid))
 
     def merger(self, x: ttnn.Tensor, p: str, *, postshuffle: bool) -> ttnn.Tensor:
         """[1, P, D] → [1, P/merge², out]: ``merge²`` consecutive patches (merge order) become one row."""

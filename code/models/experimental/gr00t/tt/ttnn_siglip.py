@@ -4,7 +4,8 @@
 Input: host-unfolded patches [1, 256, 608] (588 pixel values per patch, tile-padded with zeros; see
 ``weight_layout_n15.patchify``), so the patch convolution is one matmul. 27 pre-LN encoder layers with
 16 heads of 72 (zero-padded to 96 in the fused QKV weight), tanh-GELU MLP of 4304 (padded to 4320),
-then ``post_layernorm``. No mask: all 256 tokens are real. The pooling head is never computed.
+then ``post_layernorm``. No mask: all 256 tokens are real. The pooling head is never computed. Each layer's four
+matmuls run at the layer's math fidelity (``DeviceWeights.block_fidelity``, ``policy.VIT_FORK_FIDELITY``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ class TtSiglipVision:
 
     def layer(self, x: ttnn.Tensor, i: int) -> ttnn.Tensor:
         w, c, p = self.w, self.c, f"{self.p}encoder.layers.{i}."
+        fid = w.block_fidelity("siglip", i)  # the layer's matmul fidelity (``policy.VIT_FORK_FIDELITY``)
         h = layer_norm(w, x, p + "layer_norm1", c.layer_norm_eps)
         x = ttnn.add(x, fused_self_attention(w, h, p + "self_attn.", "out_proj", c.num_attention_heads,
-                                             scale=c.head_dim**-0.5, bias=True))
+                                             scale=c.head_dim**-0.5, bias=True, fidelity=fid))
         h = layer_norm(w, x, p + "layer_norm2", c.layer_norm_eps)
-        h = linear(w, linear(w, h, p + "mlp.fc1", activation="gelu_tanh"), p + "mlp.fc2")
+        h = linear(w, linear(w, h, p + "mlp.fc1", activation="gelu_tanh", fidelity=fid), p + "mlp.fc2", fidelity=fid)
         return ttnn.add(x, h)
 
     def __call__(self, patches: ttnn.Tensor, *, taps: dict | None = None) -> ttnn.Tensor:

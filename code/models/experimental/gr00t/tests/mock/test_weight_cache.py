@@ -33,7 +33,7 @@ EMBED = "backbone.eagle_model.language_model.model.embed_tokens.weight"
 
 def test_policy_defaults_overrides_and_errors():
     p = TTPolicy()
-    assert p.to_dict() == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage"}
+    assert p.to_dict() == {"dtype_policy": "mixed_dit", "trace_layout": "per_stage", "vit_fork": True}
     assert [p.weight_dtype(n) for n in (DIT_FF, DIT_CROSS_K, DIT_SELF_QKV, DIT_BIAS, LLM_QKV)] == \
         ["bfloat8_b"] * 3 + ["bfloat16"] * 2
     assert p.with_env_overrides({"GR00T_POLICY": "bf16"}).weight_dtype(DIT_FF) == "bfloat16"

@@ -20,8 +20,13 @@ Every device operation of a capture is a ``function_start`` node that carries ``
   dispatch, NoC traffic, DRAM efficiency and the op's own program config.
 
 Card figures (Tenstorrent's Blackhole specifications and Hot Chips 2024 material): 512 GB/s GDDR6;
-372 TFLOPS "16-bit" for 140 Tensix cores, scaled here to the 13×10 worker grid the mock P150 exposes (130
-cores); math fidelity LoFi / HiFi2 / HiFi3 / HiFi4 takes 1 / 2 / 3 / 4 passes, so the peak divides by that.
+745 TFLOPS "FP8" for 140 Tensix cores (372 TFLOPS "FP16"), scaled here to the 13×10 worker grid the mock P150
+exposes (130 cores). The "FP8" figure is the matrix engine's one-pass rate, i.e. LoFi: tt-metal's
+``tech_reports/matrix_engine/matrix_engine.md`` gives 4 TFLOPS per engine at 1 GHz for LoFi, 2 / 1.33 / 1 for
+HiFi2 / HiFi3 / HiFi4 (its 8×16 × 16×16 multiply per cycle: 140 cores × 4096 FLOP × ~1.3 GHz ≈ 745 TFLOPS), so
+the published "FP16" figure is the two-pass HiFi2 rate. Math fidelity LoFi / HiFi2 / HiFi3 / HiFi4 takes
+1 / 2 / 3 / 4 passes, so the peak divides by that. (Until 2026-12 this module took the 372 TFLOPS "FP16" figure
+as the LoFi peak, which doubled every compute floor.)
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 
 DRAM_BYTES_PER_S = 512e9
 GRID_CORES = 13 * 10
-PEAK_FLOPS = 372e12 * GRID_CORES / 140  # LoFi, the whole worker grid
+PEAK_FLOPS = 745e12 * GRID_CORES / 140  # LoFi (one pass), the whole worker grid
 FIDELITY_PASSES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 L1_BYTES_PER_CORE = 1_572_864
 L1_HEADROOM = 0.8  # the budget: no op's buffers above 80 % of a core's L1

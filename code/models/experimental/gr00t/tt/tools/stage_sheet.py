@@ -34,7 +34,7 @@ def allocated_model(version: str, device):
         tensors[name] = ttnn.allocate_tensor_on_device(
             ttnn.Shape(list(t.shape)), getattr(ttnn, policy.weight_dtype(name)),
             ttnn.TILE_LAYOUT if kind == "tile" else ttnn.ROW_MAJOR_LAYOUT, device, ttnn.DRAM_MEMORY_CONFIG)
-    return build_tt_model(DeviceWeights(device, tensors), config, layout), config, layout
+    return build_tt_model(DeviceWeights(device, tensors, policy), config, layout), config, layout
 
 
 def demo_host_inputs(model, config, layout, instruction: str = "put the marker in the bowl") -> dict:
