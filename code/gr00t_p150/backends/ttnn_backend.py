@@ -60,6 +60,9 @@ def prepare_runtime(mock: bool, cache_dir: Path) -> None:
 
 class TTNNBackend(PolicyBackend):
     name = "ttnn"
+    # RTC's inpainting runs inside the denoise trace (its mask and path points are inputs of every request); the
+    # guided variant needs a vector-Jacobian product through the DiT, which no trace has
+    rtc_variants = ("inpaint",)
 
     def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
                  weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,

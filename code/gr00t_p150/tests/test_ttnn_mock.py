@@ -68,6 +68,27 @@ def test_a_request_travels_the_whole_tt_path_and_is_flagged(mock_server):
     assert out["timing_ms"]["device"] > 0
 
 
+def test_an_rtc_session_runs_inpaint_on_the_tt_path_and_refuses_guided(mock_server):
+    """RTC's inpainting runs inside the TT denoise stage: /info offers it (guided is torch-only, with its reason), a
+    session's second request comes back with the plan the torch backends make (``frozen`` = the delay); the rows
+    themselves are proven in ``tests/mock/test_tt_rtc.py`` (the mock computes zeros)."""
+    url, _ = mock_server
+    rtc = get(url + "/info")["rtc"]
+    assert rtc["available"] is True and rtc["variants"] == ["inpaint"] and "guided" in rtc["not_here"], rtc
+    demo = get(url + "/demo")["request"]
+    base = {k: v for k, v in demo.items() if k != "noise"}
+    session = {**base, "session_id": "tt-rtc", "control_hz": 30, "return_normalized": True}
+    first = post(url + "/predict", {**session, "seq": 0, "seed": 1})
+    second = post(url + "/predict", {**session, "seq": 1, "seed": 2, "rtc": {"variant": "inpaint", "delay": 3}})
+    assert first.get("rtc") is None or first["rtc"]["frozen"] == 0
+    assert second["rtc"]["variant"] == "inpaint" and second["rtc"]["frozen"] == 3, second["rtc"]
+    assert set(second) == set(first) | {"rtc"} and len(second["action_pred_normalized"]) == 16
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        post(url + "/predict", {**session, "seq": 2, "seed": 3, "rtc": {"variant": "guided", "delay": 3}})
+    body = json.loads(refused.value.read())
+    assert refused.value.code in (400, 422) and "guided" in json.dumps(body) and "inpaint" in json.dumps(body), body
+
+
 def test_malformed_input_is_refused_before_the_device(mock_server):
     url, _ = mock_server
     demo = get(url + "/demo")

@@ -102,6 +102,23 @@ class TtActionHead:
         out[:, : noise.shape[1]] = noise
         return out
 
+    def rtc_rows(self, noise: torch.Tensor, inpaint=None) -> dict[str, torch.Tensor]:
+        """Real-time chunking's inpainting inputs of one request on the host, each padded like ``rows_in``:
+        ``rtc_mask`` (1 on the frozen rows, over every dim), ``rtc_point_i`` (i = 1..N−1) where the straight path
+        from ``noise`` [1, H, D] to the target stands before step i, ``(1 − τ)·noise + τ·target`` with τ = i/N in
+        float32 exactly as the reference sampler computes it, and ``rtc_target``. No prefix: all zeros (the mask
+        selects nothing). Before step 0 the path point is the noise itself, which the state already is."""
+        n, rows = len(self.steps), [torch.zeros_like(noise)] * (len(self.steps) + 1)
+        if inpaint is not None:
+            target, mask = inpaint.target.float(), inpaint.mask.float()
+            if tuple(target.shape) != tuple(noise.shape) or tuple(mask.shape) != tuple(noise.shape[:2]):
+                raise ValueError(f"RTC target {tuple(target.shape)} / mask {tuple(mask.shape)} do not match the "
+                                 f"chunk {tuple(noise.shape)}")
+            rows = [mask.unsqueeze(-1).expand_as(noise), *((1 - i / n) * noise + (i / n) * target
+                                                          for i in range(1, n)), target]
+        names = ("rtc_mask", *(f"rtc_point_{i}" for i in range(1, n)), "rtc_target")
+        return {name: self.rows_in(t.contiguous()) for name, t in zip(names, rows)}
+
     def actions(self, x: ttnn.Tensor) -> ttnn.Tensor:
         """Padded rows [1, T_pad, D] → the action rows [1, H, D] (taps and tests; the host read slices itself)."""
         return ttnn.slice(x, [0, 0, 0], [1, self.c.action_horizon, x.shape[-1]])
@@ -122,13 +139,25 @@ class TtActionHead:
         return category_mlp(w, out, HEAD + "action_decoder", *self.decoder_dt)
 
     def sample(self, noise: ttnn.Tensor, base: ttnn.Tensor, kv: list,
-               cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None) -> ttnn.Tensor:
+               cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None,
+               rtc: list[ttnn.Tensor] | None = None) -> ttnn.Tensor:
         """float32 padded noise [1, T_pad, D] (``rows_in``) → float32 normalised actions on rows 0..H-1 of
-        [1, T_pad, D]. ``velocities`` (taps only) collects each step's velocity [1, H, D]."""
+        [1, T_pad, D]. ``velocities`` (taps only) collects each step's velocity [1, H, D].
+
+        ``rtc``: the device buffers of ``rtc_rows`` in order (mask, path points 1..N−1, target). Real-time
+        chunking's inpainting as the reference sampler runs it: before step i ≥ 1 the frozen rows of the state
+        become the path point, after the last step the target; a select (``where``), exact for a 0/1 mask, and a
+        no-op where the mask is zero (a request without RTC)."""
+        if rtc is not None and len(rtc) != len(self.steps) + 1:
+            raise ValueError(f"{len(rtc)} RTC buffers for {len(self.steps)} Euler steps")
         x = noise
         for i in range(len(self.steps)):
+            if rtc is not None and i > 0:
+                x = ttnn.where(rtc[0], rtc[i], x)
             step = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, base, kv, cross_mask)
             if velocities is not None:  # taps only: the velocity itself (exact, dt is a power of two)
                 velocities.append(self.actions(ttnn.multiply(step, 1.0 / self.dt)))
             x = ttnn.add(x, step, dtype=ttnn.float32)  # float32 state + bf16 increment, in float32
+        if rtc is not None:
+            x = ttnn.where(rtc[0], rtc[-1], x)
         return x

@@ -23,7 +23,8 @@ from .ttnn_action_head import TtActionHead
 from .runner import STAGES
 from .ttnn_common import NEG_INF, DeviceWeights
 
-__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "head_buffers", "padded_ids", "prompt_buffers", "tt_layout"]
+__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "head_buffers", "padded_ids", "prompt_buffers", "rtc_buffers",
+           "tt_layout"]
 PAD_TOKEN_ID = 151643  # <|endoftext|>: what the padded prompt rows embed (causal attention never reads them)
 
 
@@ -45,10 +46,18 @@ def prompt_buffers(s) -> dict[str, tuple[list[int], str, str]]:
 
 
 def head_buffers(s) -> dict[str, tuple[list[int], str, str]]:
-    """The action head's buffers: the encoded state and the float32 initial noise, zero-padded to the DiT's rows
-    (``TtActionHead.rows_in``)."""
-    return {"state": ([1, 1, s.state_dim], "bfloat16", "tile"),
-            "noise": ([1, s.dit_tokens, s.action_dim], "float32", "tile")}
+    """The action head's buffers: the encoded state, the float32 initial noise zero-padded to the DiT's rows
+    (``TtActionHead.rows_in``), and real-time chunking's inpainting inputs (``rtc_buffers``)."""
+    rows = [1, s.dit_tokens, s.action_dim]
+    return {"state": ([1, 1, s.state_dim], "bfloat16", "tile"), "noise": (rows, "float32", "tile"),
+            **{name: (rows, "float32", "tile") for name in rtc_buffers(s.euler_steps)}}
+
+
+def rtc_buffers(steps: int) -> tuple[str, ...]:
+    """RTC inpainting's denoise inputs (``TtActionHead.rtc_rows``): the frozen-row mask, where the straight path
+    from the noise to the frozen target stands before Euler steps 1..N−1, and the target itself (after the last
+    step). Written for every request: all zeros when the request has no RTC prefix, so the same trace serves both."""
+    return ("rtc_mask", *(f"rtc_point_{i}" for i in range(1, steps)), "rtc_target")
 
 
 def host_cast(t: torch.Tensor, dtype: str) -> torch.Tensor:
@@ -67,6 +76,9 @@ class TtGr00tModel:
     STAGE_INPUTS: dict[str, tuple[str, ...]]
 
     def __init__(self, weights: DeviceWeights, config, shapes):
+        # the version's own inputs, plus the RTC inputs every version's denoise reads (as many as Euler steps)
+        own = type(self).STAGE_INPUTS
+        self.STAGE_INPUTS = {**own, "denoise": (*own["denoise"], *rtc_buffers(shapes.euler_steps))}
         declared = sorted(n for names in self.STAGE_INPUTS.values() for n in names)
         if declared != sorted(shapes.buffers()) or list(self.STAGE_INPUTS) != list(STAGES):
             raise ValueError(f"STAGE_INPUTS {self.STAGE_INPUTS} must name every input buffer once, stage by stage")
@@ -99,9 +111,10 @@ class TtGr00tModel:
                              f"prompt of {n_real} tokens does not fit the captured length {self.shapes.seq_len}")
         return n_real
 
-    def prompt_and_head(self, input_ids: torch.Tensor, n_real: int, state: torch.Tensor,
-                        noise: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The host tensors of ``prompt_buffers`` and ``head_buffers``, state and noise checked first."""
+    def prompt_and_head(self, input_ids: torch.Tensor, n_real: int, state: torch.Tensor, noise: torch.Tensor,
+                        inpaint=None) -> dict[str, torch.Tensor]:
+        """The host tensors of ``prompt_buffers`` and ``head_buffers``, state and noise checked first; ``inpaint``
+        (``common/rtc.InpaintPrefix``, or None) fills the RTC buffers."""
         s = self.shapes
         if tuple(state.shape) != (1, 1, s.state_dim):
             raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
@@ -110,11 +123,18 @@ class TtGr00tModel:
         vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
         vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
         return {"input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask, "state": state.float(),
-                "noise": self.head.rows_in(noise.float())}
+                "noise": self.head.rows_in(noise.float()), **self.head.rtc_rows(noise.float(), inpaint)}
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         """``host_inputs`` of a ``PreparedInputs`` (the version's own signature)."""
         raise NotImplementedError
+
+    @staticmethod
+    def rtc_of(inputs):
+        """A ``PreparedInputs``' inpainting prefix; the guided variant needs autograd, which no trace has."""
+        if inputs.guide is not None:
+            raise ValueError("the TT-NN port runs RTC's inpaint variant only (guided needs the reference's autograd)")
+        return inputs.inpaint
 
     def write_inputs(self, host: dict[str, ttnn.Tensor], cq_id: int = 0) -> None:
         for name, tensor in host.items():
@@ -141,8 +161,9 @@ class TtGr00tModel:
         self._check_unfrozen()
         velocities = [] if taps is not None else None
         o = self.outputs
+        rtc = [self.inputs[name] for name in rtc_buffers(self.shapes.euler_steps)]
         o["euler_state"] = self.head.sample(self.inputs["noise"], o["tokens_base"], o["cross_kv"], self.cross_mask(),
-                                            velocities)
+                                            velocities, rtc)
         if taps is not None:
             taps.update({f"velocity_{i}": v for i, v in enumerate(velocities)})
             taps["action_pred"] = self.head.actions(o["euler_state"])

@@ -36,13 +36,14 @@ class StaticShapes:
     horizon: int
     action_dim: int
     dit_tokens: int  # padded DiT rows
+    euler_steps: int  # denoising steps (one RTC path point before each step after the first)
 
     @classmethod
     def gr1(cls, config: Gr00tN15Config, image_offset: int, seq_len: int = 384) -> "StaticShapes":
         v, h = config.backbone.vision, config.action_head
         return cls(seq_len, image_offset, config.backbone.tokens_per_image, tile_up(v.num_channels * v.patch_size**2),
                    h.max_state_dim, h.action_horizon, h.action_dim,
-                   tile_up(1 + h.num_target_vision_tokens + h.action_horizon))
+                   tile_up(1 + h.num_target_vision_tokens + h.action_horizon), h.num_inference_timesteps)
 
     def buffers(self) -> dict[str, tuple[list[int], str, str]]:
         """name → (shape, dtype, layout) of the persistent input buffers."""
@@ -62,8 +63,9 @@ class TtGr00tN15(TtGr00tModel):
 
     # ---- host side ---------------------------------------------------------------------------------
     def host_inputs(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, state: torch.Tensor,
-                    noise: torch.Tensor) -> dict[str, ttnn.Tensor]:
-        """Host tensors for the input buffers; ``InputError`` when anything differs from the static shapes."""
+                    noise: torch.Tensor, inpaint=None) -> dict[str, ttnn.Tensor]:
+        """Host tensors for the input buffers; ``InputError`` when anything differs from the static shapes.
+        ``inpaint``: RTC's inpainting prefix (``common/rtc.InpaintPrefix``) or None."""
         s = self.shapes
         if tuple(pixel_values.shape) != (1, 3, *(2 * (self.config.backbone.vision.image_size,))):
             raise InputError("images", f"the TT model was captured for one {self.config.backbone.vision.image_size}² "
@@ -74,7 +76,7 @@ class TtGr00tN15(TtGr00tModel):
                 or int(image[-1]) != s.image_offset + s.image_tokens - 1):
             raise InputError("instruction",
                              f"the image block must be {s.image_tokens} tokens at offset {s.image_offset}")
-        host = self.prompt_and_head(input_ids, n_real, state, noise)
+        host = self.prompt_and_head(input_ids, n_real, state, noise, inpaint)
         cross_mask = torch.zeros(1, 1, s.dit_tokens, s.seq_len)
         cross_mask[..., n_real:] = NEG_INF
         return self.to_host_tensors({
@@ -82,7 +84,8 @@ class TtGr00tN15(TtGr00tModel):
             "cross_mask": cross_mask, **host})
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
-        return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise)
+        return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.state, inputs.noise,
+                                self.rtc_of(inputs))
 
     # ---- the backbone stages -----------------------------------------------------------------------
     def vision(self, taps: dict | None = None) -> None:

@@ -45,6 +45,7 @@ class StaticShapesN17:
     horizon: int
     action_dim: int
     dit_tokens: int  # padded DiT rows
+    euler_steps: int  # denoising steps (one RTC path point before each step after the first)
 
     @classmethod
     def droid(cls, config: Gr00tN17Config, grids: list[list[int]], image_rows: list[int],
@@ -54,7 +55,8 @@ class StaticShapesN17:
         if len(image_rows) != merged or max(image_rows) >= seq_len:
             raise ValueError(f"{len(image_rows)} image rows for {merged} image tokens in a {seq_len}-row prompt")
         return cls(tuple(tuple(g) for g in grids), tuple(image_rows), seq_len, v.patch_dim, h.max_state_dim,
-                   h.action_horizon, h.action_dim, tile_up(1 + h.num_target_vision_tokens + h.action_horizon))
+                   h.action_horizon, h.action_dim, tile_up(1 + h.num_target_vision_tokens + h.action_horizon),
+                   h.num_inference_timesteps)
 
     @property
     def patches(self) -> int:
@@ -90,8 +92,9 @@ class TtGr00tN17(TtGr00tModel):
 
     # ---- host side ---------------------------------------------------------------------------------
     def host_inputs(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, image_grid_thw: torch.Tensor,
-                    state: torch.Tensor, noise: torch.Tensor) -> dict[str, ttnn.Tensor]:
-        """Host tensors for the input buffers; ``InputError`` when anything differs from the static geometry."""
+                    state: torch.Tensor, noise: torch.Tensor, inpaint=None) -> dict[str, ttnn.Tensor]:
+        """Host tensors for the input buffers; ``InputError`` when anything differs from the static geometry.
+        ``inpaint``: RTC's inpainting prefix (``common/rtc.InpaintPrefix``) or None."""
         s, c = self.shapes, self.config.backbone
         grids = tuple(tuple(int(v) for v in g) for g in image_grid_thw.tolist())
         if grids != s.grids:
@@ -105,7 +108,7 @@ class TtGr00tN17(TtGr00tModel):
         if tuple(image) != s.image_rows:
             raise InputError("instruction", f"the prompt's image tokens must be the {len(s.image_rows)} rows of the "
                                             "static DROID layout (images first, then the instruction)")
-        host = self.prompt_and_head(input_ids, n_real, state, noise)
+        host = self.prompt_and_head(input_ids, n_real, state, noise, inpaint)
         text = torch.full((s.seq_len,), NEG_INF)
         text[:n_real] = 0.0
         text[list(s.image_rows)] = NEG_INF  # the text-only cross blocks see every real non-image row
@@ -114,7 +117,7 @@ class TtGr00tN17(TtGr00tModel):
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.image_grid_thw, inputs.state,
-                                inputs.noise)
+                                inputs.noise, self.rtc_of(inputs))
 
     # ---- the backbone stages -----------------------------------------------------------------------
     def vision(self, taps: dict | None = None) -> None:

@@ -18,6 +18,7 @@ import torch
 from ..common.layouts import Layout, get_layout
 from ..common.observation import Observation
 from ..common.policy import PreparedInputs
+from ..common.rtc import absolute_prefix
 from ..common.timing import Stopwatch
 from ..common.versions import VersionSpec, get_spec, load
 from .policy import TTPolicy
@@ -78,6 +79,12 @@ class TTGr00tPolicyBase:
     def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model-space chunk [1, H, D] → (float32 [H, D], actions per group in the robot's units)."""
         raise NotImplementedError
+
+    def frozen_prefix(self, last_normalized: np.ndarray, last_actions: dict[str, np.ndarray], steps: slice,
+                      inputs: PreparedInputs) -> np.ndarray:
+        """RTC's inpainting target [d, action_dim] for a new request: as the version's reference policy computes
+        it (absolute actions: the previous model-space rows; N1.7 re-expresses them against the new state)."""
+        return absolute_prefix(last_normalized, steps)
 
 
 def build_tt_model(weights, config, layout: Layout):

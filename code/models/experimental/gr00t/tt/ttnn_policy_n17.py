@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..common.configs_n17 import Gr00tN17Config
-from ..common.inputs_n17 import finish_n17, prepare_n17
+from ..common.inputs_n17 import finish_n17, frozen_prefix_n17, prepare_n17
 from ..common.layouts import Layout
 from ..common.normalization_n17 import DroidStats
 from ..common.observation import Observation
@@ -45,6 +45,10 @@ class TTGr00tPolicyN17(TTGr00tPolicyBase):
     def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model-space chunk → absolute DROID actions composed onto the request's state."""
         return finish_n17(action_pred, inputs, self.stats, self.layout)
+
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs: PreparedInputs) -> np.ndarray:
+        """N1.7's actions are relative to the request's state: ``inputs_n17.frozen_prefix_n17``."""
+        return frozen_prefix_n17(last_normalized, last_actions, steps, inputs, self.stats, self.layout)
 
 
 def build_model(weights, config: Gr00tN17Config, layout: Layout):

@@ -158,7 +158,7 @@ def golden_ttnn(precision: str = "fp32"):
         linear=linear,
         **{name: golden(getattr(ttnn, name)) for name in ("matmul", "layer_norm", "rms_norm", "gelu",
                                                           "permute", "reshape", "add", "mul", "multiply", "silu",
-                                                          "relu", "embedding", "slice", "concat", "addcmul")},
+                                                          "relu", "embedding", "slice", "concat", "addcmul", "where")},
         experimental=_Namespace(rotary_embedding_hf=rotary_embedding_hf),
         transformer=_Namespace(scaled_dot_product_attention=sdpa, **{name: golden(getattr(ttnn.transformer, name))
                                                                      for name in ("concatenate_heads",
