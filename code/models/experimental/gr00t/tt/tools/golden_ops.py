@@ -201,7 +201,7 @@ class GoldenModel:
         return getattr(self.model, name)
 
 
-def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None) -> GoldenModel:
+def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None, batch: int = 1) -> GoldenModel:
     from ..policy import TTPolicy
     from ..ttnn_common import DeviceWeights
     from ..ttnn_policy import build_tt_model
@@ -213,5 +213,5 @@ def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=
         weights = {name: shim.from_torch(t, dtype=getattr(shim, policy.weight_dtype(name)))
                    for name, t, _ in device_tensors(lambda n: checkpoint.load(n, torch.float32), list(checkpoint.names),
                                                     config, layout)}
-        model = build_tt_model(DeviceWeights(HOST_DEVICE, weights), config, layout)
+        model = build_tt_model(DeviceWeights(HOST_DEVICE, weights), config, layout, batch)
     return GoldenModel(model, precision)
