@@ -30,6 +30,7 @@ class BackendSettings:
     log: Callable[[str], None]
     weights_id: str = "local"  # identifies the weights in on-disk caches (the TT-NN weight cache)
     demo_request: dict | None = None  # the version's demo request: the TT-NN traces are captured on it
+    max_batch: int = 1  # requests per model call when micro-batching is on (TT-NN builds its static buckets for it)
     # torch
     torch_device: str = "auto"  # auto | cpu | cuda
     torch_dtype: str = "auto"  # auto | float32 | bfloat16 (the fast path's mixed precision, CPU or CUDA)
@@ -69,7 +70,7 @@ def _open_ttnn(s: BackendSettings) -> Backend:
         return TTNNBackend(s.checkpoint, s.version, s.layout, mesh_shape=s.mesh_shape, cache_root=s.tt_cache,
                            weights_id=s.weights_id, dtype_policy=s.tt_policy, trace_layout=s.tt_trace_layout,
                            mock=s.tt_mock, warmup_request=s.demo_request, reason=s.reason, log=s.log,
-                           num_cqs=s.tt_num_cqs, vit_fork=s.tt_vit_fork)
+                           num_cqs=s.tt_num_cqs, vit_fork=s.tt_vit_fork, max_batch=s.max_batch)
     except TTNNBackendError as exc:
         raise BackendError(str(exc)) from None
     except Exception as exc:  # a device or conversion failure: one line, the cause named

@@ -22,6 +22,18 @@ from pathlib import Path
 
 from .base import PolicyBackend
 
+TT_MAX_BUCKET = 4  # the largest static batch: see ``tt_buckets``
+
+
+def tt_buckets(max_batch: int) -> list[int]:
+    """The static batch sizes a TT server batching up to ``max_batch`` builds: powers of two (a batch runs in the
+    next one up, so padding never doubles the work) up to ``TT_MAX_BUCKET``. Each bucket is a second copy of every
+    activation, input buffer and trace; at 4 the DiT's projections already see 256 rows, and a larger batch
+    is run as several calls of at most 4 requests."""
+    top = min(max(1, max_batch), TT_MAX_BUCKET)
+    return [1 << i for i in range((1 << (top - 1).bit_length()).bit_length())]
+
+
 MOCK_WARNING = ("MOCK DEVICE: the TT-NN ops ran on a mock P150 that validates them but computes nothing; "
                 "these actions are not a policy")
 
@@ -60,10 +72,14 @@ def prepare_runtime(mock: bool, cache_dir: Path) -> None:
 
 class TTNNBackend(PolicyBackend):
     name = "ttnn"
+    # RTC's inpainting runs inside the denoise trace (its mask and path points are inputs of every request); the
+    # guided variant needs a vector-Jacobian product through the DiT, which no trace has
+    rtc_variants = ("inpaint",)
 
     def __init__(self, checkpoint: Path, version: str, layout: str, *, mesh_shape: tuple[int, int], cache_root: Path,
                  weights_id: str, dtype_policy: str, trace_layout: str, mock: bool, warmup_request: dict,
-                 reason: str, log: Callable[[str], None], num_cqs: int = 1, vit_fork: bool = True):
+                 reason: str, log: Callable[[str], None], num_cqs: int = 1, vit_fork: bool = True,
+                 max_batch: int = 1):
         from models.experimental.gr00t.common.versions import get_spec, load
 
         spec = get_spec(version)
@@ -93,16 +109,37 @@ class TTNNBackend(PolicyBackend):
             layout=layout, traced=not mock, num_cqs=self.num_cqs, log=log)
         inputs = self.policy.prepare(parse_observation(warmup_request, self.policy.layout),
                                      noise=warmup_request.get("noise"))
-        model = self.policy.model
-        model.write_inputs(model.host_inputs_for(inputs))
-        t0 = time.perf_counter()
-        if mock:
-            model.forward()
-            log(f"Compiled the untraced model on the mock P150 ({time.perf_counter() - t0:.1f} s; traces need a card)")
-        else:
-            self.policy.runner.capture()
-            log(f"Compiled and captured {len(self.policy.runner.traces)} traces ({time.perf_counter() - t0:.1f} s)")
+        # every bucket's model (constants, persistent inputs) is allocated before the first capture: no input
+        # buffer or constant can then lie in any trace's scratch space, whichever bucket replays next
+        self.buckets = tt_buckets(max_batch)
+        for batch in self.buckets[1:]:
+            self.policy.add_bucket(batch)
+        for batch in self.buckets:
+            model, runner = self.policy.bucket_for(batch)
+            model.write_inputs(model.host_inputs_for(inputs))
+            t0 = time.perf_counter()
+            if mock:
+                model.forward()
+                log(f"Compiled the untraced batch-{batch} model on the mock P150 ({time.perf_counter() - t0:.1f} s; "
+                    "traces need a card)")
+            else:
+                runner.capture()
+                log(f"Compiled and captured the batch-{batch} model's {len(runner.traces)} traces "
+                    f"({time.perf_counter() - t0:.1f} s)")
+        self.batchable = None
         self.programs = self.device.num_program_cache_entries()
+
+    def batch_buckets(self, max_batch: int) -> list[int] | None:
+        """The static batch sizes built at boot (``tt_buckets``); a server batching up to ``max_batch`` runs each
+        group in the smallest that holds it."""
+        return list(self.buckets)
+
+    def run_batch(self, batch: list) -> list:
+        """A group larger than the largest bucket runs as consecutive calls of at most that many requests."""
+        top = max(self.buckets)
+        if len(batch) <= top:
+            return super().run_batch(batch)
+        return [r for i in range(0, len(batch), top) for r in super().run_batch(batch[i:i + top])]
 
     @property
     def action_shape(self) -> tuple[int, int]:
@@ -118,7 +155,8 @@ class TTNNBackend(PolicyBackend):
 
         if self.device is None:
             return
-        self.policy.runner.release()
+        for batch in self.buckets:
+            self.policy.bucket_for(batch)[1].release()
         close_model_device(self.device)
         self.device = None
 
@@ -133,4 +171,5 @@ class TTNNBackend(PolicyBackend):
                 "policy": self.policy_settings.to_dict(), "traced": not self.mock, "mock": self.mock,
                 "seq_len_padded": self.policy.model.shapes.seq_len, "programs": self.programs,
                 "num_cqs": self.num_cqs, "num_cqs_requested": self.requested_cqs, "reason": self.reason,
+                "batch_buckets": self.buckets,
                 **({"warning": MOCK_WARNING} if self.mock else {})}

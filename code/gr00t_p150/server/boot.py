@@ -92,7 +92,8 @@ def open_configured_backend(c: ServerConfig, weights: WeightsInfo, demo_request:
         weights_id=f"{weights.source}-{weights.revision or 'local'}-{weights.fingerprint[:24]}",
         demo_request=demo_request, torch_device=c.torch_device, torch_dtype=c.torch_dtype, torch_path=c.torch_path,
         mesh_shape=c.mesh_shape, tt_cache=c.tt_cache, cache_dir=c.cache_dir, tt_policy=c.tt_policy,
-        tt_trace_layout=c.tt_trace_layout, tt_mock=c.tt_mock, tt_num_cqs=c.tt_num_cqs, tt_vit_fork=c.vit_fork)
+        tt_trace_layout=c.tt_trace_layout, tt_mock=c.tt_mock, tt_num_cqs=c.tt_num_cqs, tt_vit_fork=c.vit_fork,
+        max_batch=c.max_batch if c.batch_window_ms > 0 else 1)
     t = time.perf_counter()
     try:
         backend = open_backend(name, settings)

@@ -68,6 +68,55 @@ def test_a_request_travels_the_whole_tt_path_and_is_flagged(mock_server):
     assert out["timing_ms"]["device"] > 0
 
 
+def test_an_rtc_session_runs_inpaint_on_the_tt_path_and_refuses_guided(mock_server):
+    """RTC's inpainting runs inside the TT denoise stage: /info offers it (guided is torch-only, with its reason), a
+    session's second request comes back with the plan the torch backends make (``frozen`` = the delay); the rows
+    themselves are proven in ``tests/mock/test_tt_rtc.py`` (the mock computes zeros)."""
+    url, _ = mock_server
+    rtc = get(url + "/info")["rtc"]
+    assert rtc["available"] is True and rtc["variants"] == ["inpaint"] and "guided" in rtc["not_here"], rtc
+    demo = get(url + "/demo")["request"]
+    base = {k: v for k, v in demo.items() if k != "noise"}
+    session = {**base, "session_id": "tt-rtc", "control_hz": 30, "return_normalized": True}
+    first = post(url + "/predict", {**session, "seq": 0, "seed": 1})
+    second = post(url + "/predict", {**session, "seq": 1, "seed": 2, "rtc": {"variant": "inpaint", "delay": 3}})
+    assert first.get("rtc") is None or first["rtc"]["frozen"] == 0
+    assert second["rtc"]["variant"] == "inpaint" and second["rtc"]["frozen"] == 3, second["rtc"]
+    assert set(second) == set(first) | {"rtc"} and len(second["action_pred_normalized"]) == 16
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        post(url + "/predict", {**session, "seq": 2, "seed": 3, "rtc": {"variant": "guided", "delay": 3}})
+    body = json.loads(refused.value.read())
+    assert refused.value.code in (400, 422) and "guided" in json.dumps(body) and "inpaint" in json.dumps(body), body
+
+
+@pytest.fixture(scope="module")
+def mock_batching_server(server_env, tmp_path_factory):
+    """An N1.5 mock TT server batching up to 3 requests per call (buckets 1, 2, 4)."""
+    yield from mock_serving({**server_env, "GR00T_MAX_BATCH": "3", "GR00T_BATCH_WINDOW_MS": "1000"},
+                            tmp_path_factory, "n15")
+
+
+def test_concurrent_requests_share_one_tt_call_in_a_static_bucket(mock_batching_server):
+    """Micro-batching on TT-NN: boot builds a model per bucket (its own inputs; traces on a card) before any
+    capture, /info names the buckets, and three concurrent requests run as one call in bucket 4 (padded with a
+    copy), each answered with its own seed and ``batch_size`` 3; the rows' numbers are proven in
+    ``tests/mock/test_tt_batch.py`` (the mock computes zeros)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, log = mock_batching_server
+    text = log.read_text()
+    assert all(f"Compiled the untraced batch-{b} model" in text for b in (1, 2, 4)), text[-2000:]
+    info = get(url + "/info")
+    assert info["backend"]["batch_buckets"] == [1, 2, 4] and info["batching"]["static_buckets"] == [1, 2, 4]
+    demo = {k: v for k, v in get(url + "/demo")["request"].items() if k != "noise"}
+    bodies = [{**demo, "seed": 30 + i} for i in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda b: post(url + "/predict", b), bodies))
+    assert [a["batch_size"] for a in answers] == [3] * 3 and [a["seed"] for a in answers] == [30, 31, 32]
+    assert all(a["backend"]["mock"] is True and len(a["actions"]["left_arm"]) == 16 for a in answers)
+    assert get(url + "/info")["batching"]["calls_by_size"].get("3", 0) >= 1
+
+
 def test_malformed_input_is_refused_before_the_device(mock_server):
     url, _ = mock_server
     demo = get(url + "/demo")
@@ -140,7 +189,7 @@ def test_n17_boots_on_the_mock_and_reports_its_queues(mock_server_n17):
     url, log = mock_server_n17
     text = log.read_text()
     for phrase in ("TT weight cache written", "Opening device: ttnn MOCK P150", "1 command queue(s)",
-                   "GR00T_NUM_CQS=2 runs as 1 command queue on the mock P150", "Compiled the untraced model",
+                   "GR00T_NUM_CQS=2 runs as 1 command queue on the mock P150", "Compiled the untraced batch-1 model",
                    "Fidelity gate skipped", "Application startup complete"):
         assert phrase in text, phrase
     info = get(url + "/info")

@@ -12,7 +12,7 @@ from .configs_n17 import Gr00tN17Config
 from .errors import InputError
 from .host_threads import frame_map
 from .layouts import Layout
-from .normalization_n17 import DroidStats, decode_actions, normalize_state
+from .normalization_n17 import DroidStats, decode_actions, encode_actions, normalize_state
 from .observation import Observation, check_aspect
 from .policy import PreparedInputs, initial_noise
 from .pose import rot6d_to_matrix
@@ -63,3 +63,15 @@ def check_pose(state: dict[str, np.ndarray]) -> None:
         raise InputError("state.eef_9d", "rotation rows (dims 3-8) must be non-zero and not parallel")
     if not np.isfinite(rot6d_to_matrix(r6)).all():
         raise InputError("state.eef_9d", "rotation (dims 3-8) is not a valid rot6d")
+
+
+def frozen_prefix_n17(last_normalized: np.ndarray, last_actions: dict[str, np.ndarray], steps: slice, inputs,
+                      stats: DroidStats, layout: Layout) -> np.ndarray:
+    """RTC's inpainting target [d, action_dim] for a new N1.7 request (``inputs``): N1.7's actions are relative to
+    the request's state, so the previous chunk's **absolute** actions at ``steps`` are re-expressed against this
+    request's state and normalised with the statistics of the new chunk's first steps (``encode_actions``, the
+    inverse of the decoding); the padding dimensions (no action reads them) keep the previous chunk's values."""
+    target = np.array(last_normalized[steps], dtype=np.float32)  # padding dims: the previous rows' own
+    head = encode_actions({k: v[steps] for k, v in last_actions.items()}, inputs.raw_state, stats, layout)
+    target[:, :head.shape[1]] = head
+    return target

@@ -52,6 +52,12 @@ def guidance_weight(tau: float, beta: float) -> float:
     return float(min(beta, (1 - tau) / tau * inv_r2))
 
 
+def absolute_prefix(last_normalized: np.ndarray, steps: slice) -> np.ndarray:
+    """The inpainting target of a version whose actions are absolute (N1.5 GR1): the previous chunk's model-space
+    rows at ``steps`` as they are (a version with state-relative actions re-expresses them: ``frozen_prefix_n17``)."""
+    return np.ascontiguousarray(last_normalized[steps], dtype=np.float32)
+
+
 @dataclass
 class InpaintPrefix:
     """The inpainting variant for a batch: the target ``Y`` [B, H, D] (normalised; rows past the frozen ones

@@ -13,6 +13,7 @@ import torch
 
 from ..common.layouts import Layout
 from ..common.policy import PolicyResult, get_action
+from ..common.rtc import absolute_prefix
 
 
 class ReferencePolicyBase:
@@ -28,7 +29,7 @@ class ReferencePolicyBase:
         """RTC's inpainting target [d, action_dim] in model space for a new request (``inputs``): the previous
         chunk's ``steps``. Absolute actions (N1.5 GR1) take the previous model-space rows as they are; a version
         whose actions are relative to the state re-expresses the previous absolute actions (N1.7 overrides)."""
-        return np.ascontiguousarray(last_normalized[steps], dtype=np.float32)
+        return absolute_prefix(last_normalized, steps)
 
     def get_action(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PolicyResult:
         return get_action(self, obs, noise=noise, seed=seed, state_dtype=state_dtype)

@@ -17,8 +17,8 @@ import torch
 from ..common.checkpoint import LazyCheckpoint
 from ..common.configs_n17 import Gr00tN17Config
 from ..common.layouts import get_layout
-from ..common.inputs_n17 import droid_frames, finish_n17, prepare_n17
-from ..common.normalization_n17 import DroidStats, encode_actions
+from ..common.inputs_n17 import droid_frames, finish_n17, frozen_prefix_n17, prepare_n17
+from ..common.normalization_n17 import DroidStats
 from ..common.observation import Observation
 from ..common.policy import PreparedInputs
 from ..common.synthetic import synthetic_info
@@ -53,15 +53,8 @@ class ReferencePolicyN17(ReferencePolicyBase):
         return finish_n17(action_pred, inputs, self.stats, self.layout)
 
     def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs) -> np.ndarray:
-        """N1.7's actions are relative to the request's state: the previous chunk's **absolute** actions at
-        ``steps`` are re-expressed against this request's state and normalised with the statistics of the new
-        chunk's first steps (``encode_actions``, the inverse of the decoding); the padding dimensions (no action reads
-        them) keep the previous chunk's values."""
-        target = np.array(last_normalized[steps], dtype=np.float32)  # padding dims: the previous rows' own
-        head = encode_actions({k: v[steps] for k, v in last_actions.items()}, inputs.raw_state, self.stats,
-                              self.layout)
-        target[:, :head.shape[1]] = head
-        return target
+        """N1.7's actions are relative to the request's state: ``inputs_n17.frozen_prefix_n17``."""
+        return frozen_prefix_n17(last_normalized, last_actions, steps, inputs, self.stats, self.layout)
 
     # ---- the model -------------------------------------------------------------------------
     @torch.inference_mode()

@@ -39,8 +39,9 @@ def category_mlp(w: DeviceWeights, x: ttnn.Tensor, name: str, weight: ttnn.Tenso
 
 
 class TtActionHead:
-    def __init__(self, w: DeviceWeights, c: ActionHeadConfig):
-        self.w, self.c = w, c
+    def __init__(self, w: DeviceWeights, c: ActionHeadConfig, batch: int = 1):
+        """``batch``: the requests one call runs (a micro-batching bucket); every per-request tensor is [batch, …]."""
+        self.w, self.c, self.batch = w, c, batch
         self.dit = TtDiT(w, c.dit)
         self.adapter = TtSelfAttentionTransformer(w, c.vl_self_attention)
         self.tokens = 1 + c.num_target_vision_tokens + c.action_horizon  # state + future + actions = 49
@@ -61,7 +62,7 @@ class TtActionHead:
         self.decoder_dt = (ttnn.multiply(w[dec + "W"], self.dt), ttnn.multiply(w[dec + "b"], self.dt))
         self.steps = []
         for bucket in timestep_buckets(c.num_inference_timesteps, c.num_timestep_buckets):
-            tau = action_sinusoid(torch.full((1, self.tokens_padded), bucket), d)  # [1, T_pad, w], per bucket
+            tau = action_sinusoid(torch.full((batch, self.tokens_padded), bucket), d)  # [B, T_pad, w], per bucket
             self.steps.append((self.dit.modulation(bucket), put(tau)))
         # Tile-aligned token order (attention is order-free here: the DiT has no positions of its own and every
         # mask is per key): rows 0..H-1 the actions, row H the state, zeros, N1.5's future tokens at the last
@@ -84,32 +85,49 @@ class TtActionHead:
 
     # ---- per request -----------------------------------------------------------------------------
     def condition(self, features: ttnn.Tensor, key_mask: ttnn.Tensor) -> ttnn.Tensor:
-        """Backbone features [1, S_pad, 2048] → vl_embs [1, S_pad, 2048]."""
+        """Backbone features [B, S_pad, 2048] → vl_embs [B, S_pad, 2048]."""
         return self.adapter(layer_norm(self.w, features, HEAD + "vlln", self.c.vlln_eps), key_mask)
 
     def state_features(self, state: ttnn.Tensor) -> ttnn.Tensor:
-        """Encoded state [1, 1, 64] → the state token [1, 1, 1536]."""
+        """Encoded state [B, 1, 64] → the state token [B, 1, 1536]."""
         return category_mlp(self.w, state, HEAD + "state_encoder")
 
     def tokens_base(self, state_features: ttnn.Tensor) -> ttnn.Tensor:
-        """The DiT rows that do not change within a request [1, T_pad, w]: positions on the action rows (the
+        """The DiT rows that do not change within a request [B, T_pad, w]: positions on the action rows (the
         actions are added per step), the state token on row H, N1.5's future tokens, zeros."""
         return ttnn.addcmul(self.constant_rows, self.state_row, state_features)
 
     def rows_in(self, noise: torch.Tensor) -> torch.Tensor:
-        """Host noise [1, H, D] → the padded Euler state [1, T_pad, D] (zero rows past H)."""
-        out = torch.zeros(1, self.tokens_padded, noise.shape[-1], dtype=noise.dtype)
+        """Host noise [B, H, D] → the padded Euler state [B, T_pad, D] (zero rows past H)."""
+        out = torch.zeros(noise.shape[0], self.tokens_padded, noise.shape[-1], dtype=noise.dtype)
         out[:, : noise.shape[1]] = noise
         return out
 
+    def rtc_rows(self, noise: torch.Tensor, inpaint=None) -> dict[str, torch.Tensor]:
+        """Real-time chunking's inpainting inputs of one request on the host, each padded like ``rows_in``:
+        ``rtc_mask`` (1 on the frozen rows, over every dim), ``rtc_point_i`` (i = 1..N−1) where the straight path
+        from ``noise`` [B, H, D] to the target stands before step i, ``(1 − τ)·noise + τ·target`` with τ = i/N in
+        float32 exactly as the reference sampler computes it, and ``rtc_target``. No prefix: all zeros (the mask
+        selects nothing). Before step 0 the path point is the noise itself, which the state already is."""
+        n, rows = len(self.steps), [torch.zeros_like(noise)] * (len(self.steps) + 1)
+        if inpaint is not None:
+            target, mask = inpaint.target.float(), inpaint.mask.float()
+            if tuple(target.shape) != tuple(noise.shape) or tuple(mask.shape) != tuple(noise.shape[:2]):
+                raise ValueError(f"RTC target {tuple(target.shape)} / mask {tuple(mask.shape)} do not match the "
+                                 f"chunk {tuple(noise.shape)}")
+            rows = [mask.unsqueeze(-1).expand_as(noise), *((1 - i / n) * noise + (i / n) * target
+                                                          for i in range(1, n)), target]
+        names = ("rtc_mask", *(f"rtc_point_{i}" for i in range(1, n)), "rtc_target")
+        return {name: self.rows_in(t.contiguous()) for name, t in zip(names, rows)}
+
     def actions(self, x: ttnn.Tensor) -> ttnn.Tensor:
-        """Padded rows [1, T_pad, D] → the action rows [1, H, D] (taps and tests; the host read slices itself)."""
-        return ttnn.slice(x, [0, 0, 0], [1, self.c.action_horizon, x.shape[-1]])
+        """Padded rows [B, T_pad, D] → the action rows [B, H, D] (taps and tests; the host read slices itself)."""
+        return ttnn.slice(x, [0, 0, 0], [x.shape[0], self.c.action_horizon, x.shape[-1]])
 
     # ---- Euler loop ------------------------------------------------------------------------------
     def velocity(self, x: ttnn.Tensor, step: int, base: ttnn.Tensor, kv: list,
                  cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor]) -> ttnn.Tensor:
-        """Noisy actions [1, T_pad, D] (bf16, rows past H ignored) → the Euler increment dt·velocity [1, T_pad, D]
+        """Noisy actions [B, T_pad, D] (bf16, rows past H ignored) → the Euler increment dt·velocity [B, T_pad, D]
         (bf16; rows past H are garbage, never read). ``base``: ``tokens_base``. ``cross_mask``: as ``TtDiT`` takes it
         (one mask, or N1.7's text / image pair)."""
         w = self.w
@@ -122,13 +140,25 @@ class TtActionHead:
         return category_mlp(w, out, HEAD + "action_decoder", *self.decoder_dt)
 
     def sample(self, noise: ttnn.Tensor, base: ttnn.Tensor, kv: list,
-               cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None) -> ttnn.Tensor:
-        """float32 padded noise [1, T_pad, D] (``rows_in``) → float32 normalised actions on rows 0..H-1 of
-        [1, T_pad, D]. ``velocities`` (taps only) collects each step's velocity [1, H, D]."""
+               cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor], velocities: list | None = None,
+               rtc: list[ttnn.Tensor] | None = None) -> ttnn.Tensor:
+        """float32 padded noise [B, T_pad, D] (``rows_in``) → float32 normalised actions on rows 0..H-1 of
+        [B, T_pad, D]. ``velocities`` (taps only) collects each step's velocity [B, H, D].
+
+        ``rtc``: the device buffers of ``rtc_rows`` in order (mask, path points 1..N−1, target). Real-time
+        chunking's inpainting as the reference sampler runs it: before step i ≥ 1 the frozen rows of the state
+        become the path point, after the last step the target; a select (``where``), exact for a 0/1 mask, and a
+        no-op where the mask is zero (a request without RTC)."""
+        if rtc is not None and len(rtc) != len(self.steps) + 1:
+            raise ValueError(f"{len(rtc)} RTC buffers for {len(self.steps)} Euler steps")
         x = noise
         for i in range(len(self.steps)):
+            if rtc is not None and i > 0:
+                x = ttnn.where(rtc[0], rtc[i], x)
             step = self.velocity(ttnn.typecast(x, ttnn.bfloat16), i, base, kv, cross_mask)
             if velocities is not None:  # taps only: the velocity itself (exact, dt is a power of two)
                 velocities.append(self.actions(ttnn.multiply(step, 1.0 / self.dt)))
             x = ttnn.add(x, step, dtype=ttnn.float32)  # float32 state + bf16 increment, in float32
+        if rtc is not None:
+            x = ttnn.where(rtc[0], rtc[-1], x)
         return x

@@ -117,7 +117,9 @@ def linear_of(w: DeviceWeights, x: ttnn.Tensor, weight: ttnn.Tensor, bias: ttnn.
               activation: str | None = None, fidelity: str | None = None) -> ttnn.Tensor:
     """``linear`` over given device tensors (``activation``: "gelu_tanh", "silu" or "relu")."""
     shape = tuple(x.shape)
-    config = matmul_config(math.prod(shape[:-1]), shape[-1], tuple(weight.shape)[-1], activation,
+    batch = math.prod(shape[:-2])  # a batch of B requests: ttnn tiles each one's rows on their own
+    rows = math.prod(shape[:-1]) if batch == 1 else batch * math.ceil(shape[-2] / 32) * 32
+    config = matmul_config(rows, shape[-1], tuple(weight.shape)[-1], activation,
                            BFP8_TILE if weight.dtype == ttnn.bfloat8_b else BF16_TILE)
     y = ttnn.linear(x, weight, bias=bias, program_config=config, memory_config=ttnn.DRAM_MEMORY_CONFIG,
                     compute_kernel_config=w.compute_config(weight, fidelity))
@@ -157,15 +159,15 @@ def gelu_exact(x: ttnn.Tensor) -> ttnn.Tensor:
 
 def attend(w: DeviceWeights, q: ttnn.Tensor, k: ttnn.Tensor, v: ttnn.Tensor, *, scale: float,
            mask: ttnn.Tensor | None = None, causal: bool = False) -> ttnn.Tensor:
-    """SDPA over [1, H, S, hd'] heads → [1, S, H·hd'] (heads concatenated). ``mask`` is additive
-    [1, 1, S_q, S_kv] (0 or −inf) and replaces causality; neither means full attention. SDPA writes the heads
+    """SDPA over [B, H, S, hd'] heads → [B, S, H·hd'] (heads concatenated). ``mask`` is additive
+    [1 or B, 1, S_q, S_kv] (0 or −inf) and replaces causality; neither means full attention. SDPA writes the heads
     side by side itself (``output_concat_heads``), so no separate concatenate-heads program runs. Flash chunks:
     ``matmul_configs.sdpa_config``."""
     o = ttnn.transformer.scaled_dot_product_attention(q, k, v, is_causal=causal, attn_mask=mask, scale=scale,
                                                        output_concat_heads=True, memory_config=ttnn.DRAM_MEMORY_CONFIG,
                                                        program_config=sdpa_config(q.shape[-2], k.shape[-2]),
                                                        compute_kernel_config=w.norm_config)
-    return ttnn.reshape(o, [1, o.shape[2], o.shape[3]])  # [1, 1, S, H·hd'] → [1, S, H·hd'], a view
+    return ttnn.reshape(o, [o.shape[0], o.shape[2], o.shape[3]])  # [B, 1, S, H·hd'] → [B, S, H·hd'], a view
 
 
 def fused_self_attention(w: DeviceWeights, x: ttnn.Tensor, p: str, out: str, heads: int, *, scale: float,

@@ -36,6 +36,13 @@ def heads_matmul(w: DeviceWeights, x: ttnn.Tensor, name: str) -> ttnn.Tensor:
     return ttnn.matmul(x, weight, memory_config=ttnn.DRAM_MEMORY_CONFIG, compute_kernel_config=w.compute_config(weight))
 
 
+def packed(x: ttnn.Tensor) -> ttnn.Tensor:
+    """[B, S, D] → [1, 1, B·S, D], a view: the per-head weights [1, H, D, hd'] of ``heads_matmul`` take an activation
+    whose batch dims are 1 only, so B requests' rows go side by side and their attention is kept apart by a
+    block-diagonal mask (the cross masks of a batched model are built packed)."""
+    return ttnn.reshape(x, [1, 1, x.shape[0] * x.shape[1], x.shape[2]])
+
+
 def feed_forward(w: DeviceWeights, x: ttnn.Tensor, p: str) -> ttnn.Tensor:
     return linear(w, linear(w, x, p + "ff.net.0.proj", activation="gelu_tanh"), p + "ff.net.2")
 
@@ -88,10 +95,11 @@ class TtDiT:
         return Modulation(blocks, (ttnn.add(scale, 1.0), shift))
 
     def cross_kv(self, vl_embs: ttnn.Tensor) -> list[tuple[ttnn.Tensor, ttnn.Tensor] | None]:
-        """K/V heads [1, H, S_pad, hd'] of every cross-attention block, from the VL tokens: one batched matmul each
-        (K without its bias, V's bias folded into the output projection: ``weight_layout._attention``)."""
+        """K/V heads [1, H, B·S_pad, hd'] of every cross-attention block, from the VL tokens [B, S_pad, D]: one batched
+        matmul each (K without its bias, V's bias folded into the output projection: ``weight_layout._attention``).
+        B requests are packed along the key axis (``packed``); the cross mask keeps each to its own keys."""
         w, c, out = self.w, self.c, []
-        vl = ttnn.reshape(vl_embs, [1, 1, vl_embs.shape[1], vl_embs.shape[2]])
+        vl = packed(vl_embs)
         for i in range(c.num_layers):
             p = f"{self.p}transformer_blocks.{i}.attn1."
             out.append((heads_matmul(w, vl, p + "k.weight"), heads_matmul(w, vl, p + "v.weight"))
@@ -100,19 +108,23 @@ class TtDiT:
 
     def __call__(self, x: ttnn.Tensor, mod: Modulation, kv: list, cross_mask: ttnn.Tensor | dict[str, ttnn.Tensor],
                  self_mask: ttnn.Tensor) -> ttnn.Tensor:
-        """Tokens [1, T_pad, D] → [1, T_pad, output_dim]. ``cross_mask``: one additive [1, 1, T_pad, S_pad] mask
-        for every cross block (N1.5), or {"text": …, "image": …} picked per block by ``cross_keys`` (N1.7)."""
+        """Tokens [B, T_pad, D] → [B, T_pad, output_dim]. ``cross_mask``: one additive [1, 1, B·T_pad, B·S_pad] mask
+        for every cross block (N1.5), or {"text": …, "image": …} picked per block by ``cross_keys`` (N1.7), packed
+        block-diagonally for B requests (``packed``)."""
         w, c = self.w, self.c
         for i in range(c.num_layers):
             p = f"{self.p}transformer_blocks.{i}."
             scale, shift = mod.blocks[i]
             n = modulated_layer_norm(w, x, scale, shift, c.norm_eps)
             if c.cross_attends(i):
-                q = ttnn.add(heads_matmul(w, ttnn.reshape(n, [1, 1, n.shape[1], n.shape[2]]), p + "attn1.q.weight"),
-                             w[p + "attn1.q.bias"], memory_config=ttnn.DRAM_MEMORY_CONFIG)
+                q = ttnn.add(heads_matmul(w, packed(n), p + "attn1.q.weight"), w[p + "attn1.q.bias"],
+                             memory_config=ttnn.DRAM_MEMORY_CONFIG)
                 k, v = kv[i]
                 mask = cross_mask[c.cross_keys(i)] if isinstance(cross_mask, dict) else cross_mask
-                o = linear(w, attend(w, q, k, v, scale=FOLDED_SCALE, mask=mask), p + "attn1.to_out.0")
+                o = attend(w, q, k, v, scale=FOLDED_SCALE, mask=mask)  # [1, B·T_pad, H·hd']
+                if x.shape[0] > 1:  # back to one row block per request (a view)
+                    o = ttnn.reshape(o, [x.shape[0], x.shape[1], o.shape[-1]])
+                o = linear(w, o, p + "attn1.to_out.0")
             else:
                 o = fused_self_attention(w, n, p + "attn1.", "to_out.0", c.num_attention_heads, scale=FOLDED_SCALE,
                                          bias=True, mask=self_mask)

@@ -32,15 +32,15 @@ class TtEagle:
         return linear(self.w, features, PROJECTOR[:-1])
 
     def splice(self, input_ids: ttnn.Tensor, vit: ttnn.Tensor) -> ttnn.Tensor:
-        """Prompt ids [1, S_pad] (uint32, row-major) + image tokens → embeddings [1, S_pad, D]."""
-        d, start = self.c.text.hidden_size, self.image_offset
+        """Prompt ids [B, S_pad] (uint32, row-major) + image tokens [B, 256, D] → embeddings [B, S_pad, D]."""
+        b, d, start = input_ids.shape[0], self.c.text.hidden_size, self.image_offset
         end = start + self.c.tokens_per_image
         emb = ttnn.embedding(input_ids, self.w[LLM + "embed_tokens.weight"], layout=ttnn.TILE_LAYOUT,
                              memory_config=ttnn.DRAM_MEMORY_CONFIG)
-        parts = [ttnn.slice(emb, [0, 0, 0], [1, start, d])] if start else []
+        parts = [ttnn.slice(emb, [0, 0, 0], [b, start, d])] if start else []
         parts.append(vit)
         if end < self.seq_len:
-            parts.append(ttnn.slice(emb, [0, end, 0], [1, self.seq_len, d]))
+            parts.append(ttnn.slice(emb, [0, end, 0], [b, self.seq_len, d]))
         return ttnn.concat(parts, dim=1, memory_config=ttnn.DRAM_MEMORY_CONFIG)
 
     def backbone_features(self, input_ids: ttnn.Tensor, vit: ttnn.Tensor) -> ttnn.Tensor:

@@ -23,7 +23,8 @@ from .ttnn_action_head import TtActionHead
 from .runner import STAGES
 from .ttnn_common import NEG_INF, DeviceWeights
 
-__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "head_buffers", "padded_ids", "prompt_buffers", "tt_layout"]
+__all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "block_diagonal", "cross_buffer", "head_buffers", "padded_ids",
+           "prompt_buffers", "rtc_buffers", "split_rows", "tt_layout"]
 PAD_TOKEN_ID = 151643  # <|endoftext|>: what the padded prompt rows embed (causal attention never reads them)
 
 
@@ -39,16 +40,41 @@ def padded_ids(input_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
 
 
 def prompt_buffers(s) -> dict[str, tuple[list[int], str, str]]:
-    """The prompt's buffers of either version's static shapes ``s``: padded ids and the VL key mask."""
-    return {"input_ids": ([1, s.seq_len], "uint32", "row_major"),
-            "vl_mask": ([1, 1, s.seq_len, s.seq_len], "bfloat16", "tile")}
+    """The prompt's buffers of either version's static shapes ``s``: padded ids and the VL key mask, one row per
+    request of the batch."""
+    return {"input_ids": ([s.batch, s.seq_len], "uint32", "row_major"),
+            "vl_mask": ([s.batch, 1, s.seq_len, s.seq_len], "bfloat16", "tile")}
+
+
+def cross_buffer(s) -> tuple[list[int], str, str]:
+    """A DiT cross-attention key mask: the batch's requests packed block-diagonally (``ttnn_dit.packed``),
+    [1, 1, B·T_pad, B·S_pad]."""
+    return [1, 1, s.batch * s.dit_tokens, s.batch * s.seq_len], "bfloat16", "tile"
+
+
+def block_diagonal(masks: list[torch.Tensor]) -> torch.Tensor:
+    """Per-request additive masks [1, 1, T, S] → one packed [1, 1, B·T, B·S]: each request's own block, −inf
+    between requests (a query never sees another request's keys)."""
+    t, s = masks[0].shape[-2:]
+    out = torch.full((1, 1, len(masks) * t, len(masks) * s), NEG_INF)
+    for b, m in enumerate(masks):
+        out[..., b * t:(b + 1) * t, b * s:(b + 1) * s] = m
+    return out
 
 
 def head_buffers(s) -> dict[str, tuple[list[int], str, str]]:
-    """The action head's buffers: the encoded state and the float32 initial noise, zero-padded to the DiT's rows
-    (``TtActionHead.rows_in``)."""
-    return {"state": ([1, 1, s.state_dim], "bfloat16", "tile"),
-            "noise": ([1, s.dit_tokens, s.action_dim], "float32", "tile")}
+    """The action head's buffers: the encoded state, the float32 initial noise zero-padded to the DiT's rows
+    (``TtActionHead.rows_in``), and real-time chunking's inpainting inputs (``rtc_buffers``)."""
+    rows = [s.batch, s.dit_tokens, s.action_dim]
+    return {"state": ([s.batch, 1, s.state_dim], "bfloat16", "tile"), "noise": (rows, "float32", "tile"),
+            **{name: (rows, "float32", "tile") for name in rtc_buffers(s.euler_steps)}}
+
+
+def rtc_buffers(steps: int) -> tuple[str, ...]:
+    """RTC inpainting's denoise inputs (``TtActionHead.rtc_rows``): the frozen-row mask, where the straight path
+    from the noise to the frozen target stands before Euler steps 1..N−1, and the target itself (after the last
+    step). Written for every request: all zeros when the request has no RTC prefix, so the same trace serves both."""
+    return ("rtc_mask", *(f"rtc_point_{i}" for i in range(1, steps)), "rtc_target")
 
 
 def host_cast(t: torch.Tensor, dtype: str) -> torch.Tensor:
@@ -67,11 +93,14 @@ class TtGr00tModel:
     STAGE_INPUTS: dict[str, tuple[str, ...]]
 
     def __init__(self, weights: DeviceWeights, config, shapes):
+        # the version's own inputs, plus the RTC inputs every version's denoise reads (as many as Euler steps)
+        own = type(self).STAGE_INPUTS
+        self.STAGE_INPUTS = {**own, "denoise": (*own["denoise"], *rtc_buffers(shapes.euler_steps))}
         declared = sorted(n for names in self.STAGE_INPUTS.values() for n in names)
         if declared != sorted(shapes.buffers()) or list(self.STAGE_INPUTS) != list(STAGES):
             raise ValueError(f"STAGE_INPUTS {self.STAGE_INPUTS} must name every input buffer once, stage by stage")
         self.w, self.config, self.shapes, self.device = weights, config, shapes, weights.device
-        self.head = TtActionHead(weights, config.action_head)
+        self.head = TtActionHead(weights, config.action_head, shapes.batch)
         self.inputs = {name: ttnn.allocate_tensor_on_device(ttnn.Shape(shape), getattr(ttnn, dtype), tt_layout(lay),
                                                              self.device, ttnn.DRAM_MEMORY_CONFIG)
                        for name, (shape, dtype, lay) in shapes.buffers().items()}
@@ -99,9 +128,10 @@ class TtGr00tModel:
                              f"prompt of {n_real} tokens does not fit the captured length {self.shapes.seq_len}")
         return n_real
 
-    def prompt_and_head(self, input_ids: torch.Tensor, n_real: int, state: torch.Tensor,
-                        noise: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The host tensors of ``prompt_buffers`` and ``head_buffers``, state and noise checked first."""
+    def prompt_and_head(self, input_ids: torch.Tensor, n_real: int, state: torch.Tensor, noise: torch.Tensor,
+                        inpaint=None) -> dict[str, torch.Tensor]:
+        """The host tensors of ``prompt_buffers`` and ``head_buffers``, state and noise checked first; ``inpaint``
+        (``common/rtc.InpaintPrefix``, or None) fills the RTC buffers."""
         s = self.shapes
         if tuple(state.shape) != (1, 1, s.state_dim):
             raise InputError("state", f"encoded state must be [1, 1, {s.state_dim}], got {tuple(state.shape)}")
@@ -110,11 +140,43 @@ class TtGr00tModel:
         vl_mask = torch.zeros(1, 1, s.seq_len, s.seq_len)
         vl_mask[..., n_real:] = NEG_INF  # padded prompt rows are never keys
         return {"input_ids": padded_ids(input_ids, s.seq_len), "vl_mask": vl_mask, "state": state.float(),
-                "noise": self.head.rows_in(noise.float())}
+                "noise": self.head.rows_in(noise.float()), **self.head.rtc_rows(noise.float(), inpaint)}
+
+    PACKED_INPUTS: tuple[str, ...] = ()  # the cross masks, packed block-diagonally across the batch (``cross_buffer``)
+
+    def host_tensors_for(self, inputs) -> dict[str, torch.Tensor]:
+        """One request's torch host tensors ([1, …]; cross masks [1, 1, T, S]) from a ``PreparedInputs`` (the
+        version's ``host_tensors``), checked against the static geometry."""
+        raise NotImplementedError
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
-        """``host_inputs`` of a ``PreparedInputs`` (the version's own signature)."""
-        raise NotImplementedError
+        """The input buffers' host tensors for a ``PreparedInputs`` of one request or of ``n`` stacked ones
+        (``common/policy.stack_inputs``), 1 ≤ n ≤ the model's batch: row b of every buffer is request b; a batch
+        short of the bucket repeats its last request (those rows are computed and dropped)."""
+        rows = split_rows(inputs)
+        if len(rows) > self.shapes.batch:
+            raise ValueError(f"{len(rows)} requests for a model built for batches of {self.shapes.batch}")
+        rows += [rows[-1]] * (self.shapes.batch - len(rows))
+        return self.combine([self.host_tensors_for(r) for r in rows])
+
+    def host_inputs(self, *args, **kwargs) -> dict[str, ttnn.Tensor]:
+        """The version's ``host_tensors(*args)`` (one request) in every row of the batch, as the input buffers'
+        host tensors (warm-up, the stage sheet's request, tests)."""
+        return self.combine([self.host_tensors(*args, **kwargs)] * self.shapes.batch)
+
+    def combine(self, hosts: list[dict[str, torch.Tensor]]) -> dict[str, ttnn.Tensor]:
+        """One torch host dict per batch row → the input buffers' host tensors: rows stacked, the cross masks
+        packed block-diagonally (``PACKED_INPUTS``)."""
+        return self.to_host_tensors({
+            name: block_diagonal([h[name] for h in hosts]) if name in self.PACKED_INPUTS
+            else torch.cat([h[name] for h in hosts]) for name in hosts[0]})
+
+    @staticmethod
+    def rtc_of(inputs):
+        """A ``PreparedInputs``' inpainting prefix; the guided variant needs autograd, which no trace has."""
+        if inputs.guide is not None:
+            raise ValueError("the TT-NN port runs RTC's inpaint variant only (guided needs the reference's autograd)")
+        return inputs.inpaint
 
     def write_inputs(self, host: dict[str, ttnn.Tensor], cq_id: int = 0) -> None:
         for name, tensor in host.items():
@@ -141,8 +203,9 @@ class TtGr00tModel:
         self._check_unfrozen()
         velocities = [] if taps is not None else None
         o = self.outputs
+        rtc = [self.inputs[name] for name in rtc_buffers(self.shapes.euler_steps)]
         o["euler_state"] = self.head.sample(self.inputs["noise"], o["tokens_base"], o["cross_kv"], self.cross_mask(),
-                                            velocities)
+                                            velocities, rtc)
         if taps is not None:
             taps.update({f"velocity_{i}": v for i, v in enumerate(velocities)})
             taps["action_pred"] = self.head.actions(o["euler_state"])
@@ -157,5 +220,25 @@ class TtGr00tModel:
         return self.outputs["euler_state"]
 
     def read_actions(self) -> torch.Tensor:
-        """float32 normalised action chunk [1, H, D] (blocks until the device is done)."""
+        """float32 normalised action chunks [B, H, D], one per batch row (blocks until the device is done)."""
         return ttnn.to_torch(self.outputs["euler_state"])[:, : self.shapes.horizon].float()
+
+
+def split_rows(inputs) -> list:
+    """A ``PreparedInputs`` of n stacked requests (``stack_inputs``: equal shapes, images concatenated on their first
+    axis) → n one-request ``PreparedInputs``; one request → [itself]."""
+    import dataclasses
+
+    n = int(inputs.input_ids.shape[0])
+    if n == 1:
+        return [inputs]
+
+    def part(t, b):
+        return None if t is None else t.chunk(n)[b]
+
+    return [dataclasses.replace(
+        inputs, pixel_values=part(inputs.pixel_values, b), input_ids=part(inputs.input_ids, b),
+        state=part(inputs.state, b), noise=part(inputs.noise, b), image_grid_thw=part(inputs.image_grid_thw, b),
+        inpaint=None if inputs.inpaint is None else type(inputs.inpaint)(part(inputs.inpaint.target, b),
+                                                                          part(inputs.inpaint.mask, b)),
+        guide=inputs.guide) for b in range(n)]

@@ -24,7 +24,7 @@ from ..common.configs_n17 import Gr00tN17Config
 from ..common.embeddings import rope_index
 from ..common.errors import InputError
 from .ttnn_common import NEG_INF, DeviceWeights
-from .ttnn_gr00t import PAD_TOKEN_ID, STAGES, TtGr00tModel, head_buffers, prompt_buffers
+from .ttnn_gr00t import PAD_TOKEN_ID, STAGES, TtGr00tModel, block_diagonal, cross_buffer, head_buffers, prompt_buffers
 from .ttnn_qwen3vl import TtQwen3VLBackbone
 from .weight_layout import tile_up
 
@@ -45,16 +45,19 @@ class StaticShapesN17:
     horizon: int
     action_dim: int
     dit_tokens: int  # padded DiT rows
+    euler_steps: int  # denoising steps (one RTC path point before each step after the first)
+    batch: int = 1  # requests per call (a micro-batching bucket)
 
     @classmethod
     def droid(cls, config: Gr00tN17Config, grids: list[list[int]], image_rows: list[int],
-              seq_len: int = SEQ_LEN) -> "StaticShapesN17":
+              seq_len: int = SEQ_LEN, batch: int = 1) -> "StaticShapesN17":
         v, h = config.backbone.vision, config.action_head
         merged = sum(t * hh * w for t, hh, w in grids) // v.spatial_merge_size**2
         if len(image_rows) != merged or max(image_rows) >= seq_len:
             raise ValueError(f"{len(image_rows)} image rows for {merged} image tokens in a {seq_len}-row prompt")
         return cls(tuple(tuple(g) for g in grids), tuple(image_rows), seq_len, v.patch_dim, h.max_state_dim,
-                   h.action_horizon, h.action_dim, tile_up(1 + h.num_target_vision_tokens + h.action_horizon))
+                   h.action_horizon, h.action_dim, tile_up(1 + h.num_target_vision_tokens + h.action_horizon),
+                   h.num_inference_timesteps, batch)
 
     @property
     def patches(self) -> int:
@@ -69,13 +72,14 @@ class StaticShapesN17:
 
     def buffers(self) -> dict[str, tuple[list[int], str, str]]:
         """name → (shape, dtype, layout) of the persistent input buffers."""
-        return {"patches": ([1, self.patches, self.patch_dim], "bfloat16", "tile"), **prompt_buffers(self),
-                "text_keys": ([1, 1, self.dit_tokens, self.seq_len], "bfloat16", "tile"), **head_buffers(self)}
+        return {"patches": ([self.batch, self.patches, self.patch_dim], "bfloat16", "tile"), **prompt_buffers(self),
+                "text_keys": cross_buffer(self), **head_buffers(self)}
 
 
 class TtGr00tN17(TtGr00tModel):
     STAGE_INPUTS = {"vision": ("patches",), "llm": ("input_ids",), "adapter": ("vl_mask", "state"),
                     "denoise": ("text_keys", "noise")}
+    PACKED_INPUTS = ("text_keys",)
 
     def __init__(self, weights: DeviceWeights, config: Gr00tN17Config, shapes: StaticShapesN17):
         super().__init__(weights, config, shapes)
@@ -85,13 +89,15 @@ class TtGr00tN17(TtGr00tModel):
                                           list(shapes.image_rows))
         image = torch.full((1, 1, shapes.dit_tokens, shapes.seq_len), NEG_INF)
         image[..., list(shapes.image_rows)] = 0.0  # the image-only cross blocks' keys never move
-        self.image_keys = ttnn.from_torch(image, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=self.device,
+        self.image_keys = ttnn.from_torch(block_diagonal([image] * shapes.batch), dtype=ttnn.bfloat16,
+                                          layout=ttnn.TILE_LAYOUT, device=self.device,
                                           memory_config=ttnn.DRAM_MEMORY_CONFIG)
 
     # ---- host side ---------------------------------------------------------------------------------
-    def host_inputs(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, image_grid_thw: torch.Tensor,
-                    state: torch.Tensor, noise: torch.Tensor) -> dict[str, ttnn.Tensor]:
-        """Host tensors for the input buffers; ``InputError`` when anything differs from the static geometry."""
+    def host_tensors(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, image_grid_thw: torch.Tensor,
+                     state: torch.Tensor, noise: torch.Tensor, inpaint=None) -> dict[str, torch.Tensor]:
+        """One request's torch host tensors; ``InputError`` when anything differs from the static geometry.
+        ``inpaint``: RTC's inpainting prefix (``common/rtc.InpaintPrefix``) or None."""
         s, c = self.shapes, self.config.backbone
         grids = tuple(tuple(int(v) for v in g) for g in image_grid_thw.tolist())
         if grids != s.grids:
@@ -105,21 +111,32 @@ class TtGr00tN17(TtGr00tModel):
         if tuple(image) != s.image_rows:
             raise InputError("instruction", f"the prompt's image tokens must be the {len(s.image_rows)} rows of the "
                                             "static DROID layout (images first, then the instruction)")
-        host = self.prompt_and_head(input_ids, n_real, state, noise)
+        host = self.prompt_and_head(input_ids, n_real, state, noise, inpaint)
         text = torch.full((s.seq_len,), NEG_INF)
         text[:n_real] = 0.0
         text[list(s.image_rows)] = NEG_INF  # the text-only cross blocks see every real non-image row
-        return self.to_host_tensors({"patches": pixel_values.float()[None],
-                                     "text_keys": text.expand(1, 1, s.dit_tokens, s.seq_len).contiguous(), **host})
+        return {"patches": pixel_values.float()[None],
+                "text_keys": text.expand(1, 1, s.dit_tokens, s.seq_len).contiguous(), **host}
 
-    def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
-        return self.host_inputs(inputs.pixel_values, inputs.input_ids, inputs.image_grid_thw, inputs.state,
-                                inputs.noise)
+    def host_tensors_for(self, inputs) -> dict[str, torch.Tensor]:
+        return self.host_tensors(inputs.pixel_values, inputs.input_ids, inputs.image_grid_thw, inputs.state,
+                                 inputs.noise, self.rtc_of(inputs))
 
     # ---- the backbone stages -----------------------------------------------------------------------
     def vision(self, taps: dict | None = None) -> None:
+        """The vision tower, one request at a time in a batched model: at 4 × 1,792 patch rows its 2-D matmul
+        blocks outgrow a core's L1 (the mock refuses them), and the tower is compute-bound already (its floor per
+        request does not fall with the batch: ``tt_roofline.py --batch``); the requests' tokens are then stacked."""
         self._check_unfrozen()
-        tokens, deepstack = self.backbone.vision(self.inputs["patches"], taps=taps)
+        patches, b = self.inputs["patches"], self.shapes.batch
+        if b == 1:
+            tokens, deepstack = self.backbone.vision(patches, taps=taps)
+        else:
+            _, p, width = patches.shape
+            rows = [self.backbone.vision(ttnn.slice(patches, [i, 0, 0], [i + 1, p, width]),
+                                         taps=taps if i == 0 else None) for i in range(b)]
+            tokens = ttnn.concat([r[0] for r in rows], dim=0)
+            deepstack = [ttnn.concat([r[1][j] for r in rows], dim=0) for j in range(len(rows[0][1]))]
         self.outputs["vision_embeds"] = tokens
         self.outputs.update({f"deepstack_{i}": d for i, d in enumerate(deepstack)})
 

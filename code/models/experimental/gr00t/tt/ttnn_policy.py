@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ import torch
 from ..common.layouts import Layout, get_layout
 from ..common.observation import Observation
 from ..common.policy import PreparedInputs
+from ..common.rtc import absolute_prefix
 from ..common.timing import Stopwatch
 from ..common.versions import VersionSpec, get_spec, load
 from .policy import TTPolicy
@@ -35,8 +36,11 @@ class TTGr00tPolicyBase:
     config: object
     layout: Layout
     stats: object
-    model: object  # the version's TT model (``ttnn_gr00t_nXX``)
+    model: object  # the version's TT model (``ttnn_gr00t_nXX``), one request per call
     runner: TTRunner
+    # micro-batching buckets beyond 1: batch → (a model over the same device weights with its own persistent
+    # inputs, its runner and traces), built by ``add_bucket``
+    buckets: dict[int, tuple[object, TTRunner]] = field(default_factory=dict)
 
     config_cls = None  # the version's ``CheckpointConfig`` subclass
 
@@ -68,23 +72,46 @@ class TTGr00tPolicyBase:
         """The reference's input chain; raises ``InputError`` before any device work."""
         raise NotImplementedError
 
+    def add_bucket(self, batch: int) -> None:
+        """A model for ``batch`` requests per call over the same device weights, with its own constants, persistent
+        inputs and runner. Build every bucket before capturing any trace (``TTNNBackend`` does): then no bucket's
+        buffers lie in another's trace scratch space."""
+        model = build_tt_model(self.model.w, self.config, self.layout, batch)
+        self.buckets[batch] = (model, TTRunner(model, self.runner.traced, self.runner.num_cqs))
+
+    def bucket_for(self, n: int) -> tuple[object, TTRunner]:
+        """The model and runner that run ``n`` requests: the smallest bucket that holds them."""
+        sizes = sorted(b for b in (1, *self.buckets) if b >= n)
+        if not sizes:
+            raise ValueError(f"{n} requests in one call: the largest batch bucket is {max(1, *self.buckets)}")
+        return (self.model, self.runner) if sizes[0] == 1 else self.buckets[sizes[0]]
+
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
         """Check the inputs against the captured static shapes (before any device write), run the four
-        stages and read back the chunk: the taps are ``action_pred`` [1, H, D] (float32, host)."""
-        host = self.model.host_inputs_for(inputs)
+        stages and read back the chunk: the taps are ``action_pred`` [n, H, D] (float32, host) for the n stacked
+        requests of ``inputs`` (``stack_inputs``), run in the smallest bucket that holds them."""
+        n = int(inputs.input_ids.shape[0])
+        model, runner = self.bucket_for(n)
+        host = model.host_inputs_for(inputs)
         if clock:
             clock.lap("host_inputs")
-        return {"action_pred": self.runner.run(host, clock)}
+        return {"action_pred": runner.run(host, clock)[:n]}
 
     def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model-space chunk [1, H, D] → (float32 [H, D], actions per group in the robot's units)."""
         raise NotImplementedError
 
+    def frozen_prefix(self, last_normalized: np.ndarray, last_actions: dict[str, np.ndarray], steps: slice,
+                      inputs: PreparedInputs) -> np.ndarray:
+        """RTC's inpainting target [d, action_dim] for a new request: as the version's reference policy computes
+        it (absolute actions: the previous model-space rows; N1.7 re-expresses them against the new state)."""
+        return absolute_prefix(last_normalized, steps)
 
-def build_tt_model(weights, config, layout: Layout):
-    """The version's TT model over device weights, built for the layout's static geometry
-    (``VersionSpec.tt_model_builder`` of the layout's version)."""
-    return load(get_spec(layout.version).tt_model_builder)(weights, config, layout)
+
+def build_tt_model(weights, config, layout: Layout, batch: int = 1):
+    """The version's TT model over device weights, built for the layout's static geometry and ``batch`` requests
+    per call (``VersionSpec.tt_model_builder`` of the layout's version)."""
+    return load(get_spec(layout.version).tt_model_builder)(weights, config, layout, batch)
 
 
 def device_weights(checkpoint_dir: Path, device, cache_root: str | Path, weights_id: str, policy: TTPolicy,

@@ -48,11 +48,12 @@ class TTGr00tPolicy(TTGr00tPolicyBase):
         return chunk, unnormalize(chunk, self.stats, self.layout)
 
 
-def build_model(weights, config: Gr00tN15Config, layout: Layout):
-    """``TtGr00tN15`` over device weights, built for the layout's static geometry (``VersionSpec.tt_model_builder``)."""
+def build_model(weights, config: Gr00tN15Config, layout: Layout, batch: int = 1):
+    """``TtGr00tN15`` over device weights, built for the layout's static geometry and ``batch`` requests per call
+    (``VersionSpec.tt_model_builder``)."""
     from .ttnn_gr00t_n15 import StaticShapes, TtGr00tN15
 
-    return TtGr00tN15(weights, config, StaticShapes.gr1(config, image_offset(config, layout)))
+    return TtGr00tN15(weights, config, StaticShapes.gr1(config, image_offset(config, layout), batch=batch))
 
 
 def image_offset(config: Gr00tN15Config, layout: Layout) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..common.configs_n17 import Gr00tN17Config
-from ..common.inputs_n17 import finish_n17, prepare_n17
+from ..common.inputs_n17 import finish_n17, frozen_prefix_n17, prepare_n17
 from ..common.layouts import Layout
 from ..common.normalization_n17 import DroidStats
 from ..common.observation import Observation
@@ -46,15 +46,20 @@ class TTGr00tPolicyN17(TTGr00tPolicyBase):
         """Model-space chunk → absolute DROID actions composed onto the request's state."""
         return finish_n17(action_pred, inputs, self.stats, self.layout)
 
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs: PreparedInputs) -> np.ndarray:
+        """N1.7's actions are relative to the request's state: ``inputs_n17.frozen_prefix_n17``."""
+        return frozen_prefix_n17(last_normalized, last_actions, steps, inputs, self.stats, self.layout)
 
-def build_model(weights, config: Gr00tN17Config, layout: Layout):
+
+def build_model(weights, config: Gr00tN17Config, layout: Layout, batch: int = 1):
     """``TtGr00tN17`` over device weights, built for the layout's static image grids
-    (``VersionSpec.tt_model_builder``)."""
+    and ``batch`` requests per call (``VersionSpec.tt_model_builder``)."""
     from .ttnn_gr00t_n17 import StaticShapesN17, TtGr00tN17
     from .weight_layout_n17 import static_grids
 
     grids = static_grids(config, layout)
-    return TtGr00tN17(weights, config, StaticShapesN17.droid(config, grids, image_rows_n17(config, layout, grids)))
+    return TtGr00tN17(weights, config, StaticShapesN17.droid(config, grids, image_rows_n17(config, layout, grids),
+                                                             batch=batch))
 
 
 def image_rows_n17(config: Gr00tN17Config, layout: Layout, grids: list[list[int]]) -> list[int]:

@@ -80,7 +80,7 @@ class TtQwen3VLVision:
     def merger(self, x: ttnn.Tensor, p: str, *, postshuffle: bool) -> ttnn.Tensor:
         """[1, P, D] → [1, P/merge², out]: ``merge²`` consecutive patches (merge order) become one row."""
         c = self.c
-        shuffled = [1, self.patches // c.spatial_merge_size**2, c.hidden_size * c.spatial_merge_size**2]
+        shuffled = [x.shape[0], self.patches // c.spatial_merge_size**2, c.hidden_size * c.spatial_merge_size**2]
         if postshuffle:
             x = layer_norm(self.w, ttnn.reshape(x, shuffled), p + "norm", c.layer_norm_eps)
         else:

@@ -231,7 +231,7 @@ def golden_ttnn(precision: str = "fp32"):
         linear=linear, matmul=matmul,
         **{name: golden(getattr(ttnn, name)) for name in ("layer_norm", "rms_norm", "gelu",
                                                           "permute", "reshape", "add", "mul", "multiply", "silu",
-                                                          "relu", "embedding", "slice", "concat", "addcmul")},
+                                                          "relu", "embedding", "slice", "concat", "addcmul", "where")},
         experimental=_Namespace(rotary_embedding_hf=rotary_embedding_hf),
         transformer=_Namespace(scaled_dot_product_attention=sdpa, **{name: golden(getattr(ttnn.transformer, name))
                                                                      for name in ("concatenate_heads",
@@ -274,7 +274,7 @@ class GoldenModel:
         return getattr(self.model, name)
 
 
-def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None) -> GoldenModel:
+def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=None, batch: int = 1) -> GoldenModel:
     from ..policy import TTPolicy
     from ..ttnn_common import DeviceWeights
     from ..ttnn_policy import build_tt_model
@@ -287,5 +287,5 @@ def golden_tt_model(checkpoint, config, layout, precision: str = "fp32", policy=
                    for name, t, _ in device_tensors(lambda n: checkpoint.load(n, torch.float32), list(checkpoint.names),
                                                     config, layout)}
         device_weights = DeviceWeights(HOST_DEVICE, weights, policy)
-        model = build_tt_model(device_weights, config, layout)
+        model = build_tt_model(device_weights, config, layout, batch)
     return GoldenModel(model, precision, device_weights)

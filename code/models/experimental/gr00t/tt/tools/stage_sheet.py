@@ -14,10 +14,11 @@ from . import census
 from .trace_safety import Report, check
 
 
-def allocated_model(version: str, device):
-    """(model, config, layout): the full-size TT model of ``version`` over device weights of the real converted
-    shapes and dtypes (the checkpoint inventory through the version's ``device_tensors`` and the default dtype
-    policy), allocated uninitialised in their cached layouts: for the mock, where values never matter."""
+def allocated_model(version: str, device, batch: int = 1):
+    """(model, config, layout): the full-size TT model of ``version`` for ``batch`` requests per call over device
+    weights of the real converted shapes and dtypes (the checkpoint inventory through the version's
+    ``device_tensors`` and the default dtype policy), allocated uninitialised in their cached layouts: for the mock,
+    where values never matter."""
     import ttnn
 
     from ...common.layouts import DEFAULT_LAYOUT, get_layout
@@ -34,7 +35,15 @@ def allocated_model(version: str, device):
         tensors[name] = ttnn.allocate_tensor_on_device(
             ttnn.Shape(list(t.shape)), getattr(ttnn, policy.weight_dtype(name)),
             ttnn.TILE_LAYOUT if kind == "tile" else ttnn.ROW_MAJOR_LAYOUT, device, ttnn.DRAM_MEMORY_CONFIG)
-    return build_tt_model(DeviceWeights(device, tensors, policy), config, layout), config, layout
+    return build_tt_model(DeviceWeights(device, tensors, policy), config, layout, batch), config, layout
+
+
+def dram_in_use(device) -> int:
+    """Bytes of DRAM allocated on ``device`` now, over every bank (the allocator's own view; the mock keeps one)."""
+    import ttnn
+
+    view = ttnn.get_memory_view(device, ttnn.BufferType.DRAM)
+    return int(view.total_bytes_allocated_per_bank) * int(view.num_banks)
 
 
 def demo_host_inputs(model, config, layout, instruction: str = "put the marker in the bowl") -> dict:
@@ -52,6 +61,7 @@ def stage_sheet(model, host: dict) -> tuple[dict, Report]:
         top, top_bytes = l1.top
         sheet[stage] = {**census.census(g.ops), **census.roofline(g.ops),
                         "generic_matmuls": len(census.generic_matmuls(g.ops)),
+                        "dram_peak_per_bank": g.peak_per_bank,
                         "l1_peak_per_core": l1.peak_per_core, "l1_top_op": top, "l1_top_op_bytes": top_bytes}
     return sheet, report
 

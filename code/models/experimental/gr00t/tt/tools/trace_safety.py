@@ -53,6 +53,20 @@ class StageGraph:
     def read(self) -> set[int]:
         return {e[1] for e in self.events if e[0] == "read"}
 
+    @property
+    def peak_per_bank(self) -> int:
+        """The most DRAM per bank the stage's own buffers held at once (its scratch and outputs; a buffer
+        allocated before the stage and freed in it is not counted)."""
+        live, size, peak = 0, {}, 0
+        for e in self.events:
+            if e[0] == "alloc":
+                size[e[1]] = e[2]
+                live += e[2]
+                peak = max(peak, live)
+            elif e[0] == "free" and e[1] in size:
+                live -= size.pop(e[1])
+        return peak
+
 
 @dataclass
 class Report:
