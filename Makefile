@@ -43,9 +43,9 @@ lint: $(STAMP)
 # The full-size N1.5 model through every TT module on the mock P150 (≈7 GB synthetic checkpoint
 # generated into a temporary GR00T_CACHE, converted, run), and the full-size N1.7 modules and whole model
 # stage by stage with its trace-safety check (converted shapes allocated on the mock, no checkpoint);
-# ~3 min, ~7 GB RAM. CI runs it after `test`.
+# and the batch-2 and batch-4 buckets of both (per-bucket roofline sheets); ~3 min, ~7 GB RAM. CI runs it after `test`.
 test-tt-full: $(STAMP)
-	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n17.py $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n17.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_buckets.py $(PYTEST_ARGS)
 
 # Boot the server on synthetic:tiny weights, smoke-test and benchmark it, stop it.
 # Variants: make demo DEMO_WEIGHTS=synthetic:full DEMO_N=10
