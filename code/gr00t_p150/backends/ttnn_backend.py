@@ -2,10 +2,12 @@
 """TT-NN backend: GR00T N1.5 GR1 or N1.7 DROID on a Tenstorrent p150a, replaying four Metal traces per request.
 
 Boot: convert the checkpoint into the device-layout cache (once), open the device (with 1 or 2 command
-queues), upload, write the demo inputs, compile with one untraced pass and capture the vision / llm /
-adapter / denoise traces. A request: host chain (as the reference) → inputs checked against the captured
-shapes → written into the persistent buffers (on CQ 1 with 2 queues) → four replays → readback →
-un-normalise (N1.7: relative actions composed onto the request's state).
+queues), upload, build one model per micro-batching bucket (1, and 2 and 4 when ``GR00T_MAX_BATCH`` asks for
+them: ``tt_buckets``) over the same weights, then for each write the demo inputs, compile with one untraced pass
+and capture its vision / llm / adapter / denoise traces. A request (or a micro-batch, in the smallest bucket that
+holds it): host chain (as the reference) → inputs checked against the captured shapes → written into the bucket's
+persistent buffers (on CQ 1 with 2 queues) → four replays → readback → un-normalise (N1.7: relative actions
+composed onto the request's state). RTC's inpainting runs inside the denoise trace (``rtc_variants``).
 
 ``mock=True`` (``GR00T_TT_MOCK=1``) is a test mode: the mock P150 of ``tt/tools/mock_runtime.py`` validates
 every op of the untraced model but computes nothing, so the actions are not a policy; the response
