@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from models.experimental.gr00t.common.policy import Policy, PolicyResult, PreparedInputs, stack_inputs
+from models.experimental.gr00t.common.policy import Policy, PolicyResult, PreparedInputs, batch_key, stack_inputs
 from models.experimental.gr00t.common.timing import Stopwatch
 
 
@@ -46,6 +46,9 @@ class Backend(Protocol):
     def batch_buckets(self, max_batch: int) -> list[int] | None:
         """The static batch sizes that batches of up to ``max_batch`` run at (each built at boot), or None where
         a batch runs at its own size."""
+
+    def batch_key(self, prepared) -> tuple:
+        """Prepared requests with equal keys may share one ``run_batch`` call (the micro-batcher groups by it)."""
 
     def run(self, prepared) -> PolicyResult:
         """Run the model and un-normalise, on the device thread."""
@@ -94,6 +97,15 @@ class PolicyBackend:
     def batch_buckets(self, max_batch: int) -> list[int] | None:
         return None
 
+    def batch_key(self, prepared: Prepared) -> tuple:
+        """``common/policy.batch_key``: rows that stack without padding (one prompt length, one image geometry,
+        one RTC variant)."""
+        return batch_key(prepared.inputs)
+
+    def model_inputs(self, batch: list[Prepared]):
+        """What ``policy.infer`` takes for ``batch``: one request's inputs, or the requests stacked row by row."""
+        return batch[0].inputs if len(batch) == 1 else stack_inputs([p.inputs for p in batch])
+
     def run(self, prepared: Prepared) -> PolicyResult:
         """Device work, on the device thread: the model, then un-normalisation."""
         return self.run_batch([prepared])[0]
@@ -101,7 +113,7 @@ class PolicyBackend:
     def run_batch(self, batch: list[Prepared]) -> list[PolicyResult]:
         """B prepared requests of one ``batch_key`` as one model call, then un-normalisation row by row. One
         request runs exactly as ``run`` always did (its inputs are not re-stacked, its output not sliced)."""
-        inputs = batch[0].inputs if len(batch) == 1 else stack_inputs([p.inputs for p in batch])
+        inputs = self.model_inputs(batch)
         clock = Stopwatch()
         taps = self.policy.infer(inputs, clock)  # a device policy checks its static shapes before any write
         laps = dict(clock.ms)

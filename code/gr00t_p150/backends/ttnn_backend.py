@@ -136,6 +136,17 @@ class TTNNBackend(PolicyBackend):
         group in the smallest that holds it."""
         return list(self.buckets)
 
+    def batch_key(self, prepared) -> tuple:
+        """Every request batches with every other on TT-NN: the prompt is padded to the static length with each
+        row's own masks, the image geometry is static (checked per request), and a request without RTC is a zero
+        mask in the same trace (guided RTC is refused before it gets here)."""
+        return ()
+
+    def model_inputs(self, batch: list):
+        """The requests as they are, one ``PreparedInputs`` each: the TT model builds each row's host tensors
+        (``TtGr00tModel.host_inputs_for``), so rows of different prompt lengths never need stacking."""
+        return [p.inputs for p in batch]
+
     def run_batch(self, batch: list) -> list:
         """A group larger than the largest bucket runs as consecutive calls of at most that many requests."""
         top = max(self.buckets)

@@ -102,12 +102,10 @@ class Engine:
     async def start(self) -> None:
         booted = await asyncio.get_running_loop().run_in_executor(self._executor, self._boot)
         if booted.batching_off is None:
-            from models.experimental.gr00t.common.policy import batch_key
-
             from .batching import MicroBatcher
 
-            self.batcher = MicroBatcher(self.config.max_batch, self.config.batch_window_ms,
-                                        lambda prepared: batch_key(prepared.inputs), self._run_group, self._executor)
+            self.batcher = MicroBatcher(self.config.max_batch, self.config.batch_window_ms, self.backend.batch_key,
+                                        self._run_group, self._executor)
         self.ready = True
 
     def _boot(self) -> Booted:

@@ -98,8 +98,9 @@ def mock_batching_server(server_env, tmp_path_factory):
 
 def test_concurrent_requests_share_one_tt_call_in_a_static_bucket(mock_batching_server):
     """Micro-batching on TT-NN: boot builds a model per bucket (its own inputs; traces on a card) before any
-    capture, /info names the buckets, and three concurrent requests run as one call in bucket 4 (padded with a
-    copy), each answered with its own seed and ``batch_size`` 3; the rows' numbers are proven in
+    capture, /info names the buckets, and three concurrent requests with instructions of different lengths (the TT
+    prompt is padded to a static length, so they batch) run as one call in bucket 4 (padded with a copy), each
+    answered with its own seed, prompt and ``batch_size`` 3; the rows' numbers are proven in
     ``tests/mock/test_tt_batch.py`` (the mock computes zeros)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -109,10 +110,12 @@ def test_concurrent_requests_share_one_tt_call_in_a_static_bucket(mock_batching_
     info = get(url + "/info")
     assert info["backend"]["batch_buckets"] == [1, 2, 4] and info["batching"]["static_buckets"] == [1, 2, 4]
     demo = {k: v for k, v in get(url + "/demo")["request"].items() if k != "noise"}
-    bodies = [{**demo, "seed": 30 + i} for i in range(3)]
+    endings = ["", " and then wave", " slowly, then put the lid back on the pot"]
+    bodies = [{**demo, "seed": 30 + i, "instruction": demo["instruction"] + e} for i, e in enumerate(endings)]
     with ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(lambda b: post(url + "/predict", b), bodies))
     assert [a["batch_size"] for a in answers] == [3] * 3 and [a["seed"] for a in answers] == [30, 31, 32]
+    assert answers[0]["seq_len"] < answers[1]["seq_len"] < answers[2]["seq_len"]
     assert all(a["backend"]["mock"] is True and len(a["actions"]["left_arm"]) == 16 for a in answers)
     assert get(url + "/info")["batching"]["calls_by_size"].get("3", 0) >= 1
 

@@ -151,9 +151,10 @@ class TtGr00tModel:
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
         """The input buffers' host tensors for a ``PreparedInputs`` of one request or of ``n`` stacked ones
-        (``common/policy.stack_inputs``), 1 ≤ n ≤ the model's batch: row b of every buffer is request b; a batch
-        short of the bucket repeats its last request (those rows are computed and dropped)."""
-        rows = split_rows(inputs)
+        (``common/policy.stack_inputs``), or a list of ``n`` (any prompt lengths), 1 ≤ n ≤ the model's batch: row b
+        of every buffer is request b; a batch short of the bucket repeats its last request (those rows are computed
+        and dropped)."""
+        rows = list(inputs) if isinstance(inputs, list) else split_rows(inputs)
         if len(rows) > self.shapes.batch:
             raise ValueError(f"{len(rows)} requests for a model built for batches of {self.shapes.batch}")
         rows += [rows[-1]] * (self.shapes.batch - len(rows))

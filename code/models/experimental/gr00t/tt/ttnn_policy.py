@@ -89,8 +89,8 @@ class TTGr00tPolicyBase:
     def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
         """Check the inputs against the captured static shapes (before any device write), run the four
         stages and read back the chunk: the taps are ``action_pred`` [n, H, D] (float32, host) for the n stacked
-        requests of ``inputs`` (``stack_inputs``), run in the smallest bucket that holds them."""
-        n = int(inputs.input_ids.shape[0])
+        requests of ``inputs`` (``stack_inputs``) or the n of a list, run in the smallest bucket that holds them."""
+        n = len(inputs) if isinstance(inputs, list) else int(inputs.input_ids.shape[0])
         model, runner = self.bucket_for(n)
         host = model.host_inputs_for(inputs)
         if clock:

@@ -52,9 +52,10 @@ def golden(checkpoint, ref, batch: int):
 
 
 def run(model, rows) -> dict:
-    """Every tap of one forward over ``rows`` (one torch host dict per request, ``host_tensors_for``)."""
+    """Every tap of one forward over ``rows`` (a list of one-request ``PreparedInputs``, any prompt lengths, as the
+    TT backend hands a micro-batch over)."""
     with model.execution():
-        model.write_inputs(model.combine([model.host_tensors_for(r) for r in rows]))
+        model.write_inputs(model.host_inputs_for(list(rows)))
         taps: dict = {}
         model.forward(taps)
     return taps
