@@ -93,7 +93,13 @@ class TorchBackend(PolicyBackend):
         self.path, path_reason = resolve_torch_path(path, device, dtype)
         self.device, self.dtype, self.selection = device, dtype, reason
         self.reason = f"{reason}; {path_reason}"
-        ref = load_reference_policy(checkpoint, version, layout, device if dtype == "float32" else "cpu")
+        if dtype == "float32":
+            ref = load_reference_policy(checkpoint, version, layout, device)
+        else:  # the bf16 parts straight from the checkpoint: never the whole model in fp32 on the host
+            from models.experimental.gr00t.torch_fast.fast_cuda import mixed_precision_dtypes
+
+            ref = load_reference_policy(checkpoint, version, layout, "cpu",
+                                        dtypes_of=mixed_precision_dtypes(getattr(torch, dtype)))
         if self.path == "reference":
             self.policy = self.reference_policy = ref
         else:

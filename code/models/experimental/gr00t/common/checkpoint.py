@@ -190,13 +190,18 @@ class LazyCheckpoint:
 
 
 def load_module(module: torch.nn.Module, checkpoint: LazyCheckpoint, *, prefix: str = "",
-                dtype: torch.dtype = torch.float32, optional: Iterable[str] = ()) -> None:
+                dtype: torch.dtype = torch.float32, optional: Iterable[str] = (),
+                dtypes: dict[str, torch.dtype] | None = None) -> None:
     """Load ``module`` from ``checkpoint`` strictly: every parameter and buffer key must be there with
     the right shape, nothing extra (besides ``optional``). Works for modules built on the meta device
-    (tensors are assigned, not copied), so peak memory is one copy of the weights."""
+    (tensors are assigned, not copied), so peak memory is one copy of the weights. ``dtypes``: keys (of
+    ``module``) loaded in another dtype than ``dtype`` (a mixed-precision model loaded as it will run)."""
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     checkpoint.check_against(expected, prefix=prefix, optional=optional)
-    state = checkpoint.load_many([prefix + k for k in expected], dtype=dtype)
+    groups: dict[torch.dtype, list[str]] = {}
+    for k in expected:
+        groups.setdefault((dtypes or {}).get(k, dtype), []).append(prefix + k)
+    state = {name: t for dt, names in groups.items() for name, t in checkpoint.load_many(names, dtype=dt).items()}
     module.load_state_dict({k[len(prefix):]: v for k, v in state.items()}, strict=True, assign=True)
 
 

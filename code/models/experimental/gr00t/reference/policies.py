@@ -20,10 +20,12 @@ def checkpoint_version(directory: str | Path) -> str:
 
 
 def load_reference_policy(directory: str | Path, version: str | None = None, layout: str | None = None,
-                          device: str = "cpu"):
-    """The fp32 reference policy for the checkpoint in ``directory``; ``version`` must match it if given."""
+                          device: str = "cpu", dtypes_of=None):
+    """The fp32 reference policy for the checkpoint in ``directory``; ``version`` must match it if given.
+    ``dtypes_of``: parts loaded in another dtype (a mixed-precision fast path built on it, never the golden)."""
     found = checkpoint_version(directory)
     if version is not None and version != found:
         raise ConfigError(f"{directory}: holds a {found} checkpoint, but {version} was requested")
     spec = get_spec(found)
-    return load(spec.policy_cls).from_checkpoint(directory, layout=layout or spec.layout, device=device)
+    return load(spec.policy_cls).from_checkpoint(directory, layout=layout or spec.layout, device=device,
+                                                 dtypes_of=dtypes_of)

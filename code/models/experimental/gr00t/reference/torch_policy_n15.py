@@ -30,12 +30,16 @@ class ReferencePolicy(ReferencePolicyBase):
     """N1.5 GR1: ``model`` is a ``Gr00tN15``, ``stats`` the GR1 ``ActionStats``."""
 
     @classmethod
-    def from_checkpoint(cls, directory: str | Path, layout: str = "gr1", device: str = "cpu") -> "ReferencePolicy":
+    def from_checkpoint(cls, directory: str | Path, layout: str = "gr1", device: str = "cpu",
+                        dtypes_of=None) -> "ReferencePolicy":
+        """The policy on ``directory``'s checkpoint, fp32 (``dtypes_of``: parts loaded in another dtype, for a
+        mixed-precision fast path that takes the model over: ``Gr00tModel.from_checkpoint``)."""
         directory = Path(directory)
         config = Gr00tN15Config.from_checkpoint(directory)
         lay = get_layout(layout)
         stats = ActionStats.from_metadata(directory, lay)  # fail on bad metadata before loading weights
-        model = Gr00tN15.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32).to(device)
+        model = Gr00tN15.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32,
+                                         dtypes_of=dtypes_of).to(device)
         return cls(model, config, lay, stats, directory, synthetic_info(directory))
 
     # ---- host side -------------------------------------------------------------------------

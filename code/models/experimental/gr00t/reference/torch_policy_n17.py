@@ -32,12 +32,16 @@ class ReferencePolicyN17(ReferencePolicyBase):
     checkpoint files, host chain, model and action decoding."""
 
     @classmethod
-    def from_checkpoint(cls, directory: str | Path, layout: str = "droid", device: str = "cpu") -> "ReferencePolicyN17":
+    def from_checkpoint(cls, directory: str | Path, layout: str = "droid", device: str = "cpu",
+                        dtypes_of=None) -> "ReferencePolicyN17":
+        """The policy on ``directory``'s checkpoint, fp32 (``dtypes_of``: parts loaded in another dtype, for a
+        mixed-precision fast path that takes the model over: ``Gr00tModel.from_checkpoint``)."""
         directory = Path(directory)
         config = Gr00tN17Config.from_checkpoint(directory)
         lay = get_layout(layout)
         stats = DroidStats.from_checkpoint(directory, lay, config.action_head.action_horizon)
-        model = Gr00tN17.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32).to(device)
+        model = Gr00tN17.from_checkpoint(LazyCheckpoint(directory), config, dtype=torch.float32,
+                                         dtypes_of=dtypes_of).to(device)
         return cls(model, config, lay, stats, directory, synthetic_info(directory))
 
     # ---- host side (shared with the TT-NN policy: ``common/inputs_n17.py``) ----------------------

@@ -24,6 +24,24 @@ def bf16_modules(model: nn.Module) -> list[nn.Module]:
     return [model.backbone, head.vlln, head.vl_self_attention, head.model.transformer_blocks]
 
 
+def mixed_precision_dtypes(dtype: torch.dtype) -> Callable[[nn.Module], dict[str, torch.dtype]]:
+    """For ``Gr00tModel.from_checkpoint(dtypes_of=…)``: the keys of ``bf16_modules`` loaded in ``dtype`` straight from
+    the checkpoint, so the mixed-precision model is never held in fp32 (peak host memory about half of it). The DiT
+    blocks' AdaLN linears stay fp32 until ``StepTables.build`` has read them; ``to_mixed_precision`` then casts them
+    (and any non-persistent buffer) as before, so the result equals a fp32 load cast afterwards, bit for bit."""
+
+    def dtypes_of(model: nn.Module) -> dict[str, torch.dtype]:
+        names, dit_blocks = {id(m): n for n, m in model.named_modules()}, model.action_head.model.transformer_blocks
+        keys = {}
+        for part in bf16_modules(model):
+            prefix = names[id(part)] + "."
+            keys.update({prefix + k: dtype for k, v in part.state_dict().items()
+                         if v.is_floating_point() and not (part is dit_blocks and ".norm1.linear." in k)})
+        return keys
+
+    return dtypes_of
+
+
 def to_mixed_precision(model: nn.Module, device: torch.device, dtype: torch.dtype) -> nn.Module:
     """Cast the GEMM-heavy parts to ``dtype`` and move everything to ``device``, module by module
     (each fp32 host tensor is released as soon as its copy exists)."""

@@ -119,6 +119,29 @@ def test_bf16_fast_path_reaches_pcc_0_9999_per_action_group(checkpoint, golden, 
         assert 0 < max(max_abs_diff(got.actions[k], want.actions[k]) for k in want.actions) < 1.0
 
 
+def test_a_bf16_model_loaded_as_it_runs_equals_a_fp32_load_cast_afterwards(checkpoint, version):
+    """``mixed_precision_dtypes``: the bf16 parts come straight from the checkpoint (never the whole model in fp32),
+    and the fast path built on them holds the same tensors, dtypes and step tables, bit for bit, as the one built on
+    a fp32 load (the path the server took before); the AdaLN linears the step tables read stay fp32 until then."""
+    from models.experimental.gr00t.torch_fast.fast_cuda import mixed_precision_dtypes
+
+    mixed = load_reference_policy(checkpoint, version, dtypes_of=mixed_precision_dtypes(torch.bfloat16))
+    blocks = mixed.model.action_head.model.transformer_blocks
+    assert blocks[0].norm1.linear.weight.dtype == torch.float32 and blocks[0].ff.net[2].weight.dtype == torch.bfloat16
+    assert next(mixed.model.backbone.parameters()).dtype == torch.bfloat16
+    assert mixed.model.action_head.action_decoder.layer1.W.dtype == torch.float32
+    new = fast_policy_from_reference(mixed, dtype="bfloat16")
+    old = fast_policy_from_reference(load_reference_policy(checkpoint, version), dtype="bfloat16")
+    got, want = new.model.state_dict(), old.model.state_dict()
+    assert list(got) == list(want)
+    assert all(got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]) for k in want)
+    nt, ot = new.fast_head.tables, old.fast_head.tables
+    tables = [(nt.tau, ot.tau), (nt.out, ot.out), (nt.ada, ot.ada)]
+    flat = [(a, b) for x, y in tables for a, b in zip(torch.utils._pytree.tree_leaves(x),
+                                                      torch.utils._pytree.tree_leaves(y))]
+    assert flat and all(torch.equal(a, b) for a, b in flat)
+
+
 def test_padded_lengths_are_the_documented_static_shapes():
     assert padded_length(296, 14, 102) == 384  # N1.5 GR1: 282 fixed prompt tokens + 102
     assert padded_length(469, 8, 51) == 512  # N1.7 DROID demo: 461 + 51 = 512
