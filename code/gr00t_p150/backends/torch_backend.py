@@ -85,7 +85,7 @@ class TorchBackend(PolicyBackend):
                  path: str = "auto", dtype_reason: str | None = None):
         import torch
         from models.experimental.gr00t.reference.policies import load_reference_policy
-        from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
+        from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference, load_mixed_fast_policy
 
         if dtype_reason is None:  # a caller that resolved ``auto`` itself passes why
             dtype, dtype_reason = resolve_torch_dtype(dtype, device, path)
@@ -93,19 +93,14 @@ class TorchBackend(PolicyBackend):
         self.path, path_reason = resolve_torch_path(path, device, dtype)
         self.device, self.dtype, self.selection = device, dtype, reason
         self.reason = f"{reason}; {path_reason}"
-        if dtype == "float32":
-            ref = load_reference_policy(checkpoint, version, layout, device)
-        else:  # the bf16 parts straight from the checkpoint: never the whole model in fp32 on the host
-            from models.experimental.gr00t.torch_fast.fast_cuda import mixed_precision_dtypes
-
-            ref = load_reference_policy(checkpoint, version, layout, "cpu",
-                                        dtypes_of=mixed_precision_dtypes(getattr(torch, dtype)))
-        if self.path == "reference":
-            self.policy = self.reference_policy = ref
+        if dtype != "float32":  # bf16: its bf16 parts straight from the checkpoint, never the model in fp32
+            self.policy, self.reference_policy = load_mixed_fast_policy(checkpoint, version, layout, device=device,
+                                                                        dtype=dtype), None
         else:
-            self.policy = fast_policy_from_reference(ref, device=device, dtype=dtype)
-            # fp32: the same tensors, so the golden costs no memory; bf16 consumed ref's tensors
-            self.reference_policy = ref if dtype == "float32" else None
+            ref = load_reference_policy(checkpoint, version, layout, device)
+            # the fp32 fast path computes with the reference's own tensors: the golden costs no memory
+            self.policy = ref if self.path == "reference" else fast_policy_from_reference(ref, device=device)
+            self.reference_policy = ref
         self.threads = torch.get_num_threads()
         # Both paths take stacked requests; with static shapes (CUDA) the fast path runs them in batch buckets.
         self.batchable = None

@@ -47,7 +47,7 @@ def accuracy(bf16, ref, obs, noise, seeds, layout) -> dict:
 def run_cpu_bf16(args) -> int:
     import torch
     from models.experimental.gr00t.reference.policies import load_reference_policy
-    from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
+    from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference, load_mixed_fast_policy
     from gr00t_p150.backends.torch_backend import cpu_bf16_units
 
     torch.set_num_threads(args.threads)
@@ -57,7 +57,7 @@ def run_cpu_bf16(args) -> int:
     obs, noise = parse_observation(request, layout), request["noise"]
     # bf16 first: its fp32 load is cast in place, so the peak is one fp32 model, not two (N1.7: 2 x 13 GB)
     t = time.perf_counter()
-    bf16 = fast_policy_from_reference(load_reference_policy(ckpt, args.version), dtype="bfloat16", fuse=args.fuse)
+    bf16 = load_mixed_fast_policy(ckpt, args.version, fuse=args.fuse)  # as the server's torch backend loads it
     bf16_load_s = time.perf_counter() - t
     bf16_bytes = sum(p.numel() * p.element_size() for p in bf16.model.parameters())
     rss_bf16 = peak_rss_gib()

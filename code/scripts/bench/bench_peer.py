@@ -114,11 +114,11 @@ def worker(side: str, ckpt: Path, inputs_path: Path, out: Path, calls: int, devi
     from models.experimental.gr00t.common.policy import PreparedInputs
     from models.experimental.gr00t.common.timing import Stopwatch
     from models.experimental.gr00t.reference.policies import load_reference_policy
-    from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
+    from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference, load_mixed_fast_policy
 
     t0 = time.perf_counter()
     if side == "fast-bf16":  # bf16 GEMMs (CUDA also pads, fuses and captures per-stage graphs; the CPU does not)
-        policy = fast_policy_from_reference(load_reference_policy(ckpt, "n17"), device=device, dtype="bfloat16")
+        policy = load_mixed_fast_policy(ckpt, "n17", device=device)  # as the server's torch backend loads it
     else:
         policy = load_reference_policy(ckpt, "n17", device=device)
         if side == "fast":

@@ -36,14 +36,15 @@ def main(argv=None) -> int:
 
     from models.experimental.gr00t.reference.policies import load_reference_policy
     from models.experimental.gr00t.torch_fast.build import fast_policy_from_reference
-    from models.experimental.gr00t.torch_fast.fast_cuda import mixed_precision_dtypes
+    from models.experimental.gr00t.torch_fast.build import load_mixed_fast_policy
 
     ckpt = ensure_checkpoint(args.version, args.scale, 0)
     base = peak_rss_gib()
     t = time.perf_counter()
-    dtypes_of = None if args.fp32_first else mixed_precision_dtypes(torch.bfloat16)
-    fast = fast_policy_from_reference(load_reference_policy(ckpt, args.version, dtypes_of=dtypes_of),
-                                      dtype="bfloat16")
+    if args.fp32_first:
+        fast = fast_policy_from_reference(load_reference_policy(ckpt, args.version), dtype="bfloat16")
+    else:
+        fast = load_mixed_fast_policy(ckpt, args.version)  # as the server's torch backend loads it
     seconds, after_load = time.perf_counter() - t, peak_rss_gib()
     from models.experimental.gr00t.common.demo import load_demo_request
     from models.experimental.gr00t.common.observation import parse_observation

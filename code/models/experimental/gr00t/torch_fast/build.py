@@ -6,8 +6,20 @@ from __future__ import annotations
 import torch
 
 from ..common.versions import get_spec, load
-from .fast_cuda import to_mixed_precision
+from .fast_cuda import mixed_precision_dtypes, to_mixed_precision
 from .fast_dit import StepTables
+
+
+def load_mixed_fast_policy(checkpoint, version: str | None = None, layout: str | None = None, *,
+                           device: str = "cpu", dtype: str = "bfloat16", **options):
+    """The bf16 fast path as the server's torch backend loads it: its bf16 parts straight from the checkpoint
+    (``mixed_precision_dtypes``), never the whole model in fp32 on the host; the same tensors, bit for bit, as
+    ``fast_policy_from_reference`` over a fp32 load. ``options``: ``pad`` / ``fuse`` / ``graphs``."""
+    from ..reference.policies import load_reference_policy
+
+    ref = load_reference_policy(checkpoint, version, layout, "cpu",
+                                dtypes_of=mixed_precision_dtypes(getattr(torch, dtype)))
+    return fast_policy_from_reference(ref, device=device, dtype=dtype, **options)
 
 
 def fast_policy_from_reference(ref, *, device: str = "cpu", dtype: str = "float32", pad: bool | None = None,
