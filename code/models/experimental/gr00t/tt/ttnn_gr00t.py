@@ -24,7 +24,7 @@ from .runner import STAGES
 from .ttnn_common import NEG_INF, DeviceWeights
 
 __all__ = ["PAD_TOKEN_ID", "STAGES", "TtGr00tModel", "block_diagonal", "cross_buffer", "head_buffers", "padded_ids",
-           "prompt_buffers", "rtc_buffers", "split_rows", "tt_layout"]
+           "prompt_buffers", "rtc_buffers", "tt_layout"]
 PAD_TOKEN_ID = 151643  # <|endoftext|>: what the padded prompt rows embed (causal attention never reads them)
 
 
@@ -150,11 +150,10 @@ class TtGr00tModel:
         raise NotImplementedError
 
     def host_inputs_for(self, inputs) -> dict[str, ttnn.Tensor]:
-        """The input buffers' host tensors for a ``PreparedInputs`` of one request or of ``n`` stacked ones
-        (``common/policy.stack_inputs``), or a list of ``n`` (any prompt lengths), 1 ≤ n ≤ the model's batch: row b
-        of every buffer is request b; a batch short of the bucket repeats its last request (those rows are computed
-        and dropped)."""
-        rows = list(inputs) if isinstance(inputs, list) else split_rows(inputs)
+        """The input buffers' host tensors for one request's ``PreparedInputs``, or a list of ``n`` of them (any prompt
+        lengths; the TT backend's micro-batches), 1 ≤ n ≤ the model's batch: row b of every buffer is request b; a
+        batch short of the bucket repeats its last request (those rows are computed and dropped)."""
+        rows = list(inputs) if isinstance(inputs, list) else [inputs]
         if len(rows) > self.shapes.batch:
             raise ValueError(f"{len(rows)} requests for a model built for batches of {self.shapes.batch}")
         rows += [rows[-1]] * (self.shapes.batch - len(rows))
@@ -223,23 +222,3 @@ class TtGr00tModel:
     def read_actions(self) -> torch.Tensor:
         """float32 normalised action chunks [B, H, D], one per batch row (blocks until the device is done)."""
         return ttnn.to_torch(self.outputs["euler_state"])[:, : self.shapes.horizon].float()
-
-
-def split_rows(inputs) -> list:
-    """A ``PreparedInputs`` of n stacked requests (``stack_inputs``: equal shapes, images concatenated on their first
-    axis) → n one-request ``PreparedInputs``; one request → [itself]."""
-    import dataclasses
-
-    n = int(inputs.input_ids.shape[0])
-    if n == 1:
-        return [inputs]
-
-    def part(t, b):
-        return None if t is None else t.chunk(n)[b]
-
-    return [dataclasses.replace(
-        inputs, pixel_values=part(inputs.pixel_values, b), input_ids=part(inputs.input_ids, b),
-        state=part(inputs.state, b), noise=part(inputs.noise, b), image_grid_thw=part(inputs.image_grid_thw, b),
-        inpaint=None if inputs.inpaint is None else type(inputs.inpaint)(part(inputs.inpaint.target, b),
-                                                                          part(inputs.inpaint.mask, b)),
-        guide=inputs.guide) for b in range(n)]

@@ -86,11 +86,12 @@ class TTGr00tPolicyBase:
             raise ValueError(f"{n} requests in one call: the largest batch bucket is {max(1, *self.buckets)}")
         return (self.model, self.runner) if sizes[0] == 1 else self.buckets[sizes[0]]
 
-    def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
+    def infer(self, inputs: PreparedInputs | list[PreparedInputs],
+              clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
         """Check the inputs against the captured static shapes (before any device write), run the four
-        stages and read back the chunk: the taps are ``action_pred`` [n, H, D] (float32, host) for the n stacked
-        requests of ``inputs`` (``stack_inputs``) or the n of a list, run in the smallest bucket that holds them."""
-        n = len(inputs) if isinstance(inputs, list) else int(inputs.input_ids.shape[0])
+        stages and read back the chunk: the taps are ``action_pred`` [n, H, D] (float32, host) for one request or
+        the n of a list (``TTNNBackend.model_inputs``), run in the smallest bucket that holds them."""
+        n = len(inputs) if isinstance(inputs, list) else 1
         model, runner = self.bucket_for(n)
         host = model.host_inputs_for(inputs)
         if clock:

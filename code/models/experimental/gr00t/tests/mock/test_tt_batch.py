@@ -101,7 +101,7 @@ def test_a_batch_whose_requests_saw_each_other_would_be_caught(mock_device, case
 
 
 def test_a_short_batch_repeats_its_last_request(mock_device, case):
-    """``host_inputs_for`` of one stacked request into a batch-2 model: row 1 is row 0 again."""
+    """``host_inputs_for`` of one request into a batch-2 model: row 1 is row 0 again."""
     version, checkpoint, ref, requests = case
     model = golden(checkpoint, ref, 2)
     with model.execution():

@@ -80,21 +80,22 @@ PROGRAM_BUDGETS = {
 
 
 # A micro-batching bucket runs the same op graph on B rows, except N1.7's vision tower, which runs once per request
-# (``TtGr00tN17.vision``) and adds a slice per request and a concat per output (the tokens and 3 DeepStack features).
-VISION_PER_REQUEST = {"n15": None, "n17": 4}
+# (``TtGr00tN17.vision``) and adds a slice per request and a concat per output (the tokens and each DeepStack feature).
+VISION_PER_REQUEST = {"n15": False, "n17": True}
 
 
-def bucket_budgets(version: str, batch: int = 1) -> dict[str, int]:
-    """Device programs per stage allowed for one call of the batch-``batch`` model."""
-    budget, outputs = dict(PROGRAM_BUDGETS[version]), VISION_PER_REQUEST[version]
-    if batch > 1 and outputs is not None:
+def bucket_budgets(config, batch: int = 1) -> dict[str, int]:
+    """Device programs per stage allowed for one call of ``config``'s batch-``batch`` model."""
+    budget = dict(PROGRAM_BUDGETS[config.version])
+    if batch > 1 and VISION_PER_REQUEST[config.version]:
+        outputs = 1 + len(config.backbone.vision.deepstack_visual_indexes)
         budget["vision"] = batch * budget["vision"] + batch + outputs
     return budget
 
 
-def over_budget(version: str, programs: dict[str, int], batch: int = 1) -> dict[str, tuple[int, int]]:
+def over_budget(config, programs: dict[str, int], batch: int = 1) -> dict[str, tuple[int, int]]:
     """stage → (programs, budget) for every stage above its budget."""
-    budget = bucket_budgets(version, batch)
+    budget = bucket_budgets(config, batch)
     return {s: (n, budget[s]) for s, n in programs.items() if n > budget[s]}
 
 
@@ -112,7 +113,7 @@ def checked_sheet(version: str, model, host: dict, batch: int = 1) -> dict:
     print(f"full-size {version} stage sheet:", {s: {k: r[k] for k in ("programs", "floor_us", "l1_peak_per_core",
                                                                       "matmul_factories")} for s, r in sheet.items()})
     assert report.ok, report.violations
-    assert not over_budget(version, {s: g.programs for s, g in report.stages.items()}, batch)
+    assert not over_budget(model.config, {s: g.programs for s, g in report.stages.items()}, batch)
     assert {s: r["programs"] for s, r in sheet.items()} == {s: g.programs for s, g in report.stages.items()}
     assert all(r["generic_matmuls"] == 0 for r in sheet.values()), {s: r["matmul_factories"] for s, r in sheet.items()}
     assert not over_l1(sheet)

@@ -179,14 +179,23 @@ class StageL1:
         return max(self.per_op, key=lambda r: r[1]) if self.per_op else ("", 0)
 
 
-def stage_l1(run) -> StageL1:
-    """``run()`` (one stage, whose inputs are on the device) under a ``NO_DISPATCH`` capture: its L1 use."""
+def capture_graph(run, mode):
+    """``run()`` under ttnn's graph capture in ``mode`` (a ``ttnn.graph.RunMode``), fast runtime mode off so that
+    every operation and buffer event is recorded: the captured graph."""
     import ttnn
 
     with ttnn.manage_config("enable_fast_runtime_mode", False):
-        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NO_DISPATCH)
+        ttnn.graph.begin_graph_capture(mode)
         try:
             run()
         finally:
             graph = ttnn.graph.end_graph_capture()
+    return graph
+
+
+def stage_l1(run) -> StageL1:
+    """``run()`` (one stage, whose inputs are on the device) under a ``NO_DISPATCH`` capture: its L1 use."""
+    import ttnn
+
+    graph = capture_graph(run, ttnn.graph.RunMode.NO_DISPATCH)
     return StageL1(int(ttnn.graph.extract_resource_usage_per_core(graph).peak_total), l1_per_op(graph))

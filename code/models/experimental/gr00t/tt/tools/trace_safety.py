@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .census import device_ops
+from .census import capture_graph, device_ops
 from ..runner import STAGES
 
 HOST_IO_CALLS = ("ttnn.from_torch", "ttnn.to_torch", "ttnn.to_device", "ttnn.from_device",
@@ -102,13 +102,7 @@ def captured(name: str, run) -> StageGraph:
     """``run()`` under ttnn's graph capture with fast runtime mode off (every buffer event recorded)."""
     import ttnn
 
-    with ttnn.manage_config("enable_fast_runtime_mode", False):
-        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-        try:
-            run()
-        finally:
-            graph = ttnn.graph.end_graph_capture()
-    return parse_graph(name, graph)
+    return parse_graph(name, capture_graph(run, ttnn.graph.RunMode.NORMAL))
 
 
 def capture_stage(model, stage: str) -> StageGraph:
