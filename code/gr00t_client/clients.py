@@ -31,6 +31,17 @@ def _frames(value) -> list[np.ndarray]:
     return out
 
 
+def rtc_prefix(previous: dict, executed: int) -> dict:
+    """Real-time chunking without server memory (SERVING.md §12): the ``rtc.prefix`` of the next request, from the
+    previous answer (``actions`` and ``action_pred_normalized``: ask with ``return_normalized=true``) and the
+    number of its steps the robot will have executed when it takes the next observation. Send it with
+    ``rtc.delay``. Every client's ``(actions, info)`` gives ``previous = {**info, "actions": actions}``."""
+    if "action_pred_normalized" not in previous:
+        raise ValueError("the previous answer has no action_pred_normalized: ask it with return_normalized=true")
+    return {"normalized": np.asarray(previous["action_pred_normalized"], dtype=np.float64)[executed:].tolist(),
+            "actions": {k: np.asarray(v, dtype=np.float64)[executed:].tolist() for k, v in previous["actions"].items()}}
+
+
 def _extras(observation: dict) -> dict:
     return {k: observation[k] for k in ("seed", "noise") if observation.get(k) is not None}
 
@@ -135,6 +146,8 @@ class ZmqClient:
         if "noise" in extras:
             extras["noise"] = np.asarray(extras["noise"], dtype=np.float32)
         action, info = self.call("get_action", {"observation": obs, "options": extras or None})
+        if "action_pred_normalized" in info:  # return_normalized: one observation, so its (T, D)
+            info["action_pred_normalized"] = info["action_pred_normalized"][0]
         return {k: v[0] for k, v in action.items()}, info
 
     def close(self):
@@ -175,7 +188,8 @@ class OpenpiClient:
             raise PolicyError(reply)
         answer = openpi_unpack(reply, MAX_REPLY_BYTES)
         actions = {k.split("/", 1)[1]: v for k, v in answer.items() if k.startswith("action/")}
-        return actions, {"server_timing": answer.get("server_timing", {})}
+        return actions, {"server_timing": {}, **{k: v for k, v in answer.items()
+                                                 if k != "actions" and not k.startswith("action/")}}
 
     def close(self):
         self._ws.close()

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Real-time chunking on the server (SERVING.md §12): what a request may ask (``RtcRequest``), the plan made
-from its session's previous chunk (``rtc_plan``), and that chunk's rows put on the prepared request
-(``attach_rtc``). The samplers themselves are the port's (``common/rtc.py``)."""
+from its session's previous chunk (``rtc_plan``) or from the rows the client sent (``prefix_plan``: no server
+memory, so a session continues on any replica), and those rows put on the prepared request (``attach_rtc``). The
+samplers themselves are the port's (``common/rtc.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ from .exceptions import RequestRefused
 from .sessions import LATENCY_WINDOW, Session
 
 
+class RtcPrefix(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    normalized: list[list[float]] = Field(
+        description="the previous chunk's rows still ahead of the robot, row 0 the next step it executes: those "
+                    "rows of the previous response's action_pred_normalized [rows][action_dim]")
+    actions: dict[str, list[list[float]]] = Field(
+        description="the same rows of the previous response's physical actions, group -> [rows][dim]")
+
+
 class RtcRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -23,12 +34,15 @@ class RtcRequest(BaseModel):
                     "the previous chunk's remaining steps (a vector-Jacobian product through the DiT per step)")
     delay: int | None = Field(None, ge=0, le=1000, description="steps to freeze; default from the session's latency")
     beta: float | None = Field(None, gt=0, le=100, description="guided only: the guidance weight's clip (default 5)")
+    prefix: RtcPrefix | None = Field(None, description="the previous chunk's remaining rows, sent by the client "
+                                                       "instead of the session's stored chunk (needs delay)")
 
 
 @dataclass
 class RtcJob:
-    """A planned RTC request: which rows of the session's previous chunk (``steps``) steer the new one, how
-    (``variant``), how many of them are frozen outright, and that chunk as the plan read it."""
+    """A planned RTC request: which rows of the previous chunk (``steps``) steer the new one, how (``variant``),
+    how many of them are frozen outright, and that chunk as the plan read it (the session's, or the client's
+    ``prefix`` with ``steps`` from its row 0)."""
 
     variant: str
     steps: slice
@@ -53,7 +67,7 @@ def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: in
     the first ``frozen`` rows and decaying weights after them (``common/rtc.py``)."""
     from models.experimental.gr00t.common.rtc import DEFAULT_BETA
 
-    plan: dict = {"variant": variant, "frozen": 0, "offset": None, "delay": delay, "overlap": 0}
+    plan: dict = {"variant": variant, "frozen": 0, "offset": None, "delay": delay, "overlap": 0, "source": "session"}
     if variant == "guided":
         plan["beta"] = DEFAULT_BETA if beta is None else float(beta)
     prev, hz = session.last_chunk_normalized, session.control_hz
@@ -74,6 +88,33 @@ def rtc_plan(session: Session, arrived_at: float, delay: int | None, horizon: in
     job = RtcJob(variant, slice(offset, offset + overlap), frozen, plan.get("beta"), session.last_chunk_normalized,
                  session.last_actions)
     return plan, job
+
+
+def prefix_plan(prefix: RtcPrefix, delay: int, variant: str = "inpaint", beta: float | None = None):
+    """``rtc_plan`` for rows the client sent (``RtcRequest.prefix``, checked by ``parse_rtc``): they start at the
+    robot's next step, so ``offset = 0``, the overlap is all of them (guided) or the ``frozen = min(delay, rows)``
+    first (inpaint), and no session is read. The job then takes the same path as a session's chunk."""
+    from models.experimental.gr00t.common.rtc import DEFAULT_BETA
+
+    rows = len(prefix.normalized)  # 1 … horizon (parse_rtc)
+    frozen = min(delay, rows)
+    overlap = rows if variant == "guided" else frozen
+    plan: dict = {"variant": variant, "frozen": frozen, "offset": 0, "delay": delay, "overlap": overlap,
+                  "source": "client"}
+    if variant == "guided":
+        plan["beta"] = DEFAULT_BETA if beta is None else float(beta)
+    if overlap == 0:
+        return {**plan, "reason": "delay 0: no step of the prefix to freeze"}, None
+    job = RtcJob(variant, slice(0, overlap), frozen, plan.get("beta"), np.asarray(prefix.normalized, np.float32),
+                 {k: np.asarray(v, np.float32) for k, v in prefix.actions.items()})
+    return plan, job
+
+
+def plan_request(rtc: RtcRequest, session: Session | None, arrived_at: float, horizon: int):
+    """The plan of a parsed request's ``rtc``: from its ``prefix`` when it sent one, else from its session."""
+    if rtc.prefix is not None:
+        return prefix_plan(rtc.prefix, rtc.delay, rtc.variant, rtc.beta)
+    return rtc_plan(session, arrived_at, rtc.delay, horizon, rtc.variant, rtc.beta)
 
 
 def attach_rtc(policy, job: RtcJob, inputs) -> None:
@@ -98,6 +139,8 @@ def rtc_capabilities(variants: tuple[str, ...], served: str) -> dict:
     runs = [v for v in VARIANTS if v in variants]
     body = {"available": bool(runs), "variants": runs, "default_beta": DEFAULT_BETA,
             "needs": ["session_id", "control_hz"],
+            "prefix": "or rtc.prefix {normalized, actions} + rtc.delay: the previous chunk's remaining rows from the "
+                      "client, no session needed",
             "delay": "the request's rtc.delay, else ceil(p90 of the session's last "
                      f"{LATENCY_WINDOW} server latencies x control_hz)", "section": "SERVING.md §12"}
     if len(runs) < len(VARIANTS):
@@ -106,25 +149,79 @@ def rtc_capabilities(variants: tuple[str, ...], served: str) -> dict:
     return body
 
 
-def parse_rtc(value, session_id, variants: tuple[str, ...], served: str) -> RtcRequest | None:
+def _plain(value, depth: int = 0):
+    """ndarrays and numpy scalars (msgpack-numpy on the wire protocols) → Python lists and numbers, so that the
+    strict model reads them as it reads JSON (deeper than any valid ``rtc``, a value is left for it to refuse)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.dtype.kind in "fiu" else value
+    if isinstance(value, np.generic):
+        return value.item()
+    if depth > 6:
+        return value
+    if isinstance(value, dict):
+        return {k: _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value]
+    return value
+
+
+def check_prefix(prefix: RtcPrefix, horizon: int, action_dim: int, action_dims: dict[str, int]) -> None:
+    """The client's rows against the served chunk: 1 … ``horizon`` rows, ``action_dim`` wide in model space, the
+    served groups with their dims in physical units, as many rows in both, all finite; else ``RequestRefused``."""
+    rows = len(prefix.normalized)
+    where = "rtc.prefix.normalized"
+    if not 1 <= rows <= horizon:
+        raise RequestRefused(where, f"has {rows} rows; send 1 to {horizon} (the horizon) rows still ahead")
+    if any(len(r) != action_dim for r in prefix.normalized):
+        raise RequestRefused(where, f"every row must have {action_dim} values (the model's action_dim)")
+    with np.errstate(over="ignore"):
+        if not np.isfinite(np.asarray(prefix.normalized, np.float32)).all():
+            raise RequestRefused(where, "must be finite (as float32)")
+    if set(prefix.actions) != set(action_dims):
+        extra = sorted(set(prefix.actions) - set(action_dims))
+        missing = sorted(set(action_dims) - set(prefix.actions))
+        raise RequestRefused(f"rtc.prefix.actions.{(extra or missing)[0]}", f"{'unknown' if extra else 'missing'}"
+                                                                            f" group; send {sorted(action_dims)}")
+    for group, dim in action_dims.items():
+        value, where = prefix.actions[group], f"rtc.prefix.actions.{group}"
+        if len(value) != rows:
+            raise RequestRefused(where, f"has {len(value)} rows; rtc.prefix.normalized has {rows}")
+        if any(len(r) != dim for r in value):
+            raise RequestRefused(where, f"every row must have {dim} values (the group's dim)")
+        with np.errstate(over="ignore"):
+            if not np.isfinite(np.asarray(value, np.float32)).all():
+                raise RequestRefused(where, "must be finite (as float32)")
+
+
+def parse_rtc(value, session_id, variants: tuple[str, ...], served: str, action_shape: tuple[int, int] | None = None,
+              action_dims: dict[str, int] | None = None) -> RtcRequest | None:
     """The ``rtc`` field of a request on any protocol → ``RtcRequest`` or ``None``; raises ``RequestRefused``
-    when it is malformed, has no session, or the backend (running ``variants``, serving ``served``) cannot
-    run it."""
+    when it is malformed, has neither a session nor a ``prefix`` (with its ``delay``), its ``prefix`` does not fit
+    the served chunk (``action_shape`` = (horizon, action_dim), ``action_dims`` per group), or the backend
+    (running ``variants``, serving ``served``) cannot run it."""
     from pydantic import ValidationError
 
     if value is None:
         return None
     if not isinstance(value, RtcRequest):
         try:
-            value = RtcRequest.model_validate(value)
+            value = RtcRequest.model_validate(_plain(value))
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in ("rtc", *first["loc"]))
             raise RequestRefused(where, first["msg"]) from None
     if value.beta is not None and value.variant != "guided":
         raise RequestRefused("rtc.beta", "only the guided variant takes beta")
-    if session_id is None:
-        raise RequestRefused("rtc", "needs session_id (the steered steps come from the session's previous chunk)")
+    if value.prefix is None and session_id is None:
+        raise RequestRefused("rtc", "needs session_id (the steered steps come from the session's previous chunk) "
+                                    "or prefix (the client's own)")
+    if value.prefix is not None:
+        if value.delay is None:
+            raise RequestRefused("rtc.delay", "required with prefix: the steps the robot executes from the prefix "
+                                              "while this request is computed")
+        if action_shape is None or action_dims is None:
+            raise ValueError("parse_rtc needs action_shape and action_dims to check a prefix")
+        check_prefix(value.prefix, *action_shape, action_dims)
     if value.variant not in variants:
         raise RequestRefused("rtc.variant", f"{value.variant} real-time chunking does not run on this backend "
                                             f"({served}); it runs: {', '.join(variants) or 'none'}")

@@ -17,7 +17,7 @@ from typing import Any
 from . import memory
 from .exceptions import DeadlineExpired, NonFiniteActions, NotServing, RequestRefused, as_request_refused
 from .refusals import refusal
-from .rtc import parse_rtc, rtc_capabilities, rtc_plan
+from .rtc import parse_rtc, plan_request, rtc_capabilities
 from .runtime import Runtime
 from .sessions import check_session_fields
 
@@ -115,19 +115,19 @@ class Service:
             check_noise_or_seed(request.noise, request.seed)
         check_session_fields(request.session_id, request.seq, request.control_hz)
         rtc = None if request.rtc is None else parse_rtc(request.rtc, request.session_id, engine.rtc_variants,
-                                                         engine.stage)  # checked before the session is claimed
-        sessions = self.runtime.sessions
+                                                         engine.stage, engine.action_shape, engine.layout.action_dims)
+        sessions = self.runtime.sessions  # rtc was checked before the session is claimed
         session = None if request.session_id is None else sessions.claim(request.session_id, request.seq,
                                                                           request.control_hz)  # 409: never run
-        plan, job = (None, None) if rtc is None else rtc_plan(
-            session, request.arrived_at, rtc.delay, engine.action_shape[0], rtc.variant, rtc.beta)
+        plan, job = (None, None) if rtc is None else plan_request(rtc, session, request.arrived_at,
+                                                                  engine.action_shape[0])
 
         def decode_and_prepare():  # all host work before the device, on one thread (Engine.prepare_and_run)
             obs = decode_request(engine, request)
             t = time.perf_counter()
             prepared = engine.prepare(obs, noise=request.noise, seed=request.seed, state_dtype=request.state_dtype,
                                       deadline=deadline)
-            if job is not None:  # RTC: the previous chunk's rows, in this request's model space
+            if job is not None:  # RTC: the previous chunk's rows (session's or client's), in this request's model space
                 engine.attach_rtc(job, prepared)
             return obs, t, prepared
 

@@ -137,7 +137,7 @@ def test_inpaint_rtc_freezes_the_steps_the_robot_will_run_from_the_previous_chun
     assert default["delay"] >= 1  # ceil(p90 latency × 30 Hz) from the session's own history
     first = client.post("/predict", json={**request_body, "session_id": "fresh", "rtc": {"variant": "inpaint"}})
     assert first.json()["rtc"] == {"variant": "inpaint", "frozen": 0, "offset": None, "delay": None, "overlap": 0,
-                                   "reason": "no previous chunk in this session"}
+                                   "source": "session", "reason": "no previous chunk in this session"}
     lone = client.post("/predict", json={**request_body, "rtc": {"variant": "inpaint"}})
     assert lone.status_code == 400 and lone.json()["error"]["field"] == "rtc"
 

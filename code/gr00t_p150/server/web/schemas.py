@@ -32,7 +32,8 @@ class PredictRequest(BaseModel):
     seq: int | None = Field(None, ge=0, le=2**63 - 1,
                             description="must grow within a session: an older observation is refused (409)")
     control_hz: float | None = Field(None, gt=0, le=1000, description="the robot's control rate, kept per session")
-    rtc: RtcRequest | None = Field(None, description="real-time chunking against the session's previous chunk (§12)")
+    rtc: RtcRequest | None = Field(None, description="real-time chunking against the session's previous chunk, or "
+                                                     "against the client's rtc.prefix (no server memory) (§12)")
     timeout_ms: int | None = Field(None, ge=1, le=3_600_000,
                                    description="deadline from the request's arrival: 504 if the device has not "
                                                "started by then (default GR00T_REQUEST_TIMEOUT_MS; never after "
@@ -68,7 +69,8 @@ class PredictResponse(BaseModel):
     timing_ms: dict[str, float] = Field(description="decode, encode, device, decode_actions, total (server side)")
     batch_size: int | None = Field(None, description="with micro-batching only, when > 1: how many requests shared "
                                                      "the model call that computed this one (§13)")
-    rtc: dict | None = Field(None, description="with rtc only: variant, delay, offset, frozen (and reason when 0)")
+    rtc: dict | None = Field(None, description="with rtc only: variant, delay, offset, frozen, overlap, source "
+                                               "(session | client), beta for guided (and reason when 0)")
     session: dict | None = Field(None, description="with session_id only: id, seq, requests, control_hz, "
                                                    "latency_ms_p50 / _p90 of its recent requests (§12)")
 

@@ -28,6 +28,7 @@ from models.experimental.gr00t.common.layouts import Layout
 from ..service import PolicyRequest
 
 SESSION_KEYS = ("session_id", "seq", "control_hz", "rtc")  # what a wire request may add for a robot session (§12)
+OPTION_KEYS = ("seed", "noise", "return_normalized", *SESSION_KEYS)  # every option a wire request may carry
 MAX_BATCH = 16  # items of one batched GR00T request (each runs alone, in order)
 
 
@@ -124,7 +125,7 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
     """An openpi ``infer`` observation → the request body (see the module docstring for the keys)."""
     obs = _mapping(obs, "observation")
     known = {f"observation/{c}" for c in layout.cameras} | {f"observation/{g}" for g, _ in layout.state_groups}
-    extra = {"prompt", "seed", "noise", *SESSION_KEYS}
+    extra = {"prompt", *OPTION_KEYS}
     unknown = sorted(repr(k) if not isinstance(k, str) else k for k in obs if k not in known | extra)
     if unknown:
         raise InputError(unknown[0], f"unknown key; this layout takes {sorted(known) + ['prompt']}")
@@ -148,9 +149,13 @@ def openpi_observation(obs: Any, layout: Layout) -> dict:
 
 def wire_request(protocol: str, body: dict, options: dict, size: int):
     """An observation body of a wire protocol and its options (``seed``, ``noise`` as an ndarray or nested lists,
-    ``SESSION_KEYS``) → the service's ``PolicyRequest``; ``size`` is the message's length in bytes."""
+    ``return_normalized``, ``SESSION_KEYS``; ``rtc.prefix``'s rows may be ndarrays too, ``rtc.parse_rtc`` reads
+    them) → the service's ``PolicyRequest``; ``size`` is the message's length in bytes."""
     noise = options.get("noise")
     if isinstance(noise, np.ndarray):
         noise = floats(noise, "noise")
-    return PolicyRequest(protocol, body, seed=options.get("seed"), noise=noise,
+    normalized = options.get("return_normalized", False)
+    if not isinstance(normalized, (bool, np.bool_)):
+        raise InputError("return_normalized", "must be true or false")
+    return PolicyRequest(protocol, body, seed=options.get("seed"), noise=noise, return_normalized=bool(normalized),
                          **{k: options.get(k) for k in SESSION_KEYS}, size=size)

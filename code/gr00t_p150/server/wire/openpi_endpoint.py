@@ -5,8 +5,9 @@ port beside the HTTP server: an adapter onto the same service as ``/predict`` (`
 On connect the server sends one msgpack map of metadata (action horizon, keys and dims, embodiment, the frame
 size the model saw, the observation keys it takes, ``needs_session_id`` false); then each binary message is an
 observation (``wire.openpi_observation``: ``observation/<camera>``, ``observation/<state group>``, ``prompt``,
-optional ``seed`` or ``noise``) answered by ``{"actions": float32 [horizon, Σ dims] (groups side by side in
-``action_keys`` order), "action/<group>": float32 [horizon, dim], "server_timing": {...}}``. A refused
+optional ``seed`` or ``noise``, ``return_normalized``, the session keys) answered by ``{"actions": float32
+[horizon, Σ dims] (groups side by side in ``action_keys`` order), "action/<group>": float32 [horizon, dim],
+"server_timing": {...}}`` (+ ``action_pred_normalized`` float32 [horizon, action_dim] when asked). A refused
 observation is answered, as openpi does, with a text frame (here ``"<field>: <rule>"``, never a traceback), and
 the connection stays open. ``GET /healthz`` answers 200; with ``GR00T_API_KEY`` set the upgrade needs
 ``Authorization: Api-Key <key>``. Arrays travel in openpi's msgpack-numpy encoding (``gr00t_client.codecs``): no pickle.
@@ -64,7 +65,8 @@ class OpenpiPolicyEndpoint:
                 "observation_keys": [f"observation/{c}" for c in lay.cameras]
                 + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
                 "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz, rtc "
-                                                               "({variant: inpaint|guided, delay, beta})",
+                                                               "({variant: inpaint|guided, delay, beta, prefix: "
+                                                               "{normalized, actions}})",
                 "rtc": self.service.rtc_capabilities(), "batching": engine.batching_info()}
 
     def _process_request(self, connection, request):
@@ -99,7 +101,8 @@ class OpenpiPolicyEndpoint:
                 raise InputError("message", "must be a binary msgpack frame, not text")
             obs = openpi_unpack(message, self.max_bytes)
             body = openpi_observation(obs, self.service.engine.layout)
-            answer = self.service.serve_blocking(wire_request("openpi", body, obs, len(message)), self.loop)
+            request = wire_request("openpi", body, obs, len(message))
+            answer = self.service.serve_blocking(request, self.loop)
         except Exception as exc:  # the refusal table's words; never a traceback on the wire (a fault is logged)
             return self.service.answered("openpi", exc, "an openpi request").text
         self.service.answered("openpi")
@@ -110,6 +113,8 @@ class OpenpiPolicyEndpoint:
                                 "total_ms": round(answer.timing_ms["total"], 3), "sent_at": time.time()}
         if result.batch_size > 1:  # micro-batching (SERVING.md §13)
             out["server_timing"]["batch_size"] = result.batch_size
+        if request.return_normalized:  # the model-space chunk: what a client's rtc.prefix needs (§12)
+            out["action_pred_normalized"] = result.action_pred.astype(np.float32)
         if answer.session is not None:
             out["session"] = answer.session
         if answer.rtc is not None:

@@ -9,9 +9,10 @@ A request is the msgpack map ``{"endpoint": name, "data": {...}, "api_token"?: s
 ``get_server_info`` (ours: sessions, real-time chunking and micro-batching as /info says them); ``kill``
 only with ``GR00T_ZMQ_ALLOW_KILL=1`` (it stops the whole server, as SIGTERM does). Errors come back as
 ``{"error": "<field>: <rule>"}``, never a traceback. ``options`` may carry ``seed`` (int) or ``noise`` (ndarray
-[horizon, action_dim]) and ``session_id`` / ``seq`` / ``control_hz`` / ``rtc``, as ``/predict``'s fields do;
-without a seed or noise the layout's default seed applies, so the same observation gives the same actions over
-every protocol.
+[horizon, action_dim]), ``return_normalized`` (then ``info["action_pred_normalized"]``, float32 (B, T, D)) and
+``session_id`` / ``seq`` / ``control_hz`` / ``rtc`` (its ``prefix`` rows as ndarrays or lists), as ``/predict``'s
+fields do; without a seed or noise the layout's default seed applies, so the same observation gives the same
+actions over every protocol.
 
 REP is one request at a time; the socket binds ``GR00T_ZMQ_HOST`` (default 127.0.0.1, not NVIDIA's ``*``)
 and drops messages over ``GR00T_MAX_BODY_BYTES`` before reading them.
@@ -31,7 +32,7 @@ from models.experimental.gr00t.common.errors import InputError
 
 from ..refusals import refusal
 from ..sessions import check_session_fields
-from .observations import SESSION_KEYS, groot_observations, modality_config, wire_request
+from .observations import OPTION_KEYS, groot_observations, modality_config, wire_request
 
 log = logging.getLogger("gr00t_p150")
 POLL_MS = 200  # how often the loop looks at its stop flag
@@ -126,10 +127,9 @@ class ZmqPolicyEndpoint:
         options = data.get("options") or {}
         if not isinstance(options, dict):
             raise InputError("options", "must be a map or null")
-        unknown = sorted(set(options) - {"seed", "noise", *SESSION_KEYS})
+        unknown = sorted(set(options) - set(OPTION_KEYS))
         if unknown:
-            raise InputError(f"options.{unknown[0]}", "unknown option; this server takes seed, noise, session_id, "
-                                                      "seq, control_hz and rtc")
+            raise InputError(f"options.{unknown[0]}", f"unknown option; this server takes {', '.join(OPTION_KEYS)}")
         bodies = groot_observations(data["observation"], self.service.engine.layout)
         if len(bodies) > 1 and options.get("session_id") is not None:
             raise InputError("options.session_id", "a session is one robot: send its observations one at a time")
@@ -140,6 +140,8 @@ class ZmqPolicyEndpoint:
         info = {"seed": [r.seed for r in results], "noise_source": [r.noise_source for r in results],
                 "server_ms": [round(a.timing_ms["total"], 3) for a in answers],
                 "device_ms": [round(r.timing_ms.get("device", 0.0), 3) for r in results]}
+        if options.get("return_normalized"):  # the model-space chunk: what a client's rtc.prefix needs (§12)
+            info["action_pred_normalized"] = np.stack([r.action_pred for r in results]).astype(np.float32)
         if any(r.batch_size > 1 for r in results):  # micro-batching with other clients (SERVING.md §13)
             info["batch_size"] = [r.batch_size for r in results]
         if answers[0].session is not None:
