@@ -16,7 +16,7 @@ PORT ?= 20000
 HOST ?= 127.0.0.1
 GR00T_VERSION ?= n15
 
-.PHONY: venv test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout bench-peer serve bench-reference bench-backend bench-cpu-bf16 estimate-tt-accuracy clean-venv
+.PHONY: venv fleet-venv test-fleet fleet-demo bench-fleet test lint test-tt-full demo bench-protocols robot-demo bench-batching rtc-rollout bench-peer serve bench-reference bench-backend bench-cpu-bf16 estimate-tt-accuracy clean-venv
 
 venv: $(STAMP)
 
@@ -33,7 +33,7 @@ $(STAMP): requirements.lock
 # The default run: every CPU test plus the TT port on the mock P150 at tiny scale (full-size work is
 # marked slow and kept out).
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not fleet" $(PYTEST_ARGS)
 
 # ruff with the rules in pyproject.toml (pycodestyle at 120 columns, pyflakes, bugbear, unused noqa);
 # CI runs it before the tests.
@@ -99,5 +99,27 @@ bench-cpu-bf16: $(STAMP)
 	$(PY) code/scripts/bench/bench_backend.py --version $(GR00T_VERSION) --dtype bfloat16 --n 3 --warmup 1 --threads 2
 	$(PY) code/scripts/bench/profile_cpu_bf16.py --version $(GR00T_VERSION) --json benchmarks/results/profile_cpu_bf16_$(GR00T_VERSION)_full.json
 
+# The fleet (FLEET.md): Ray Serve is an optional extra, kept out of .venv so that the single server, its container
+# and its tests never see it. .venv-fleet is an overlay: its own interpreter, .venv's packages through a .pth, and
+# requirements-fleet.lock's packages (ray[serve] and what it adds) installed --no-deps on top.
+FLEET_VENV ?= .venv-fleet
+FLEET_PY := $(FLEET_VENV)/bin/python
+FLEET_STAMP := $(FLEET_VENV)/.installed
+
+fleet-venv: $(FLEET_STAMP)
+
+$(FLEET_STAMP): $(STAMP) requirements-fleet.lock
+	@echo "==> creating $(FLEET_VENV) (Ray Serve) over $(VENV)"
+	rm -rf $(FLEET_VENV)
+	$(PYTHON) -m venv $(FLEET_VENV)
+	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" > $$($(FLEET_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gr00t_base_venv.pth
+	$(FLEET_PY) -m pip install --quiet --no-deps -r requirements-fleet.lock
+	$(FLEET_PY) -m pip check
+	touch $(FLEET_STAMP)
+
+# The fleet's tests: a real local Ray cluster, 2 CPU replicas on synthetic:tiny weights (~3 min on 2 cores).
+test-fleet: $(FLEET_STAMP)
+	$(FLEET_PY) -m pytest -m fleet code/gr00t_fleet/tests $(PYTEST_ARGS)
+
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(FLEET_VENV)
