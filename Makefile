@@ -121,5 +121,9 @@ $(FLEET_STAMP): $(STAMP) requirements-fleet.lock
 test-fleet: $(FLEET_STAMP)
 	$(FLEET_PY) -m pytest -m fleet code/gr00t_fleet/tests $(PYTEST_ARGS)
 
+# 2 local replicas (synthetic:tiny), 4 simulated robots against the ingress, one replica killed at 8 s (FLEET.md).
+fleet-demo: $(FLEET_STAMP)
+	$(FLEET_PY) code/scripts/demo/fleet_demo.py --robots $(or $(FLEET_ROBOTS),4) --seconds $(or $(FLEET_SECONDS),20) --kill-at $(or $(FLEET_KILL_AT),8) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+
 clean-venv:
 	rm -rf $(VENV) $(FLEET_VENV)

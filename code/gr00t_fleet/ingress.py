@@ -171,8 +171,11 @@ class FleetIngress:
     # ---- the fleet's own views ------------------------------------------------------------------
     async def replica_ids(self) -> list[str]:
         ids = live_replicas()
-        if not ids:  # this process's router starts with the first call
-            await self._call(self.policy.describe.remote(), self.describe_timeout_s)
+        if not ids:  # this process's router starts with the first call, which waits for a ready replica
+            try:
+                await self._call(self.policy.describe.remote(), self.describe_timeout_s)
+            except TimeoutError:  # none ready yet (booting): /health says unavailable
+                return []
             ids = live_replicas()
         return ids
 
