@@ -6,7 +6,7 @@ for bit; 100 requests of 4 sessions stay each on one replica; sessionless reques
 answers 429 + Retry-After through the ingress; metrics per replica; a killed replica's sessions move (next seq,
 RTC with the client's prefix, a request in flight retried, a server-side RTC request in flight told to retry); an
 injected device loss takes a replica out of rotation until Ray replaces it; scale-down drains in-flight requests;
-shutdown leaves no process behind."""
+shutdown closes every backend and leaves no process behind."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -246,3 +247,6 @@ def test_shutdown_leaves_no_process_behind(fleet):
     while processes_under(fleet.temp_dir) and time.time() < deadline:
         time.sleep(0.5)
     assert processes_under(fleet.temp_dir) == []
+    logs = Path(fleet.temp_dir, "session_latest", "logs", "serve").glob("replica_*PolicyReplica*.log")
+    closed = [f.name for f in logs if "closed its backend" in f.read_text(errors="replace")]
+    assert len(closed) >= 2, closed  # the replica scaled down, and the last one at shutdown: backend.close() ran
