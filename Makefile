@@ -121,6 +121,11 @@ $(FLEET_STAMP): $(STAMP) requirements-fleet.lock
 test-fleet: $(FLEET_STAMP)
 	$(FLEET_PY) -m pytest -m fleet code/gr00t_fleet/tests $(PYTEST_ARGS)
 
+# The fleet vs the single server on this machine (synthetic:tiny, fp32, ~2 min): the ingress hop's overhead (1 replica,
+# interleaved) and 4 closed-loop clients against single / 1 / 2 replicas; BENCH_JSON and media/fleet_overhead.png.
+bench-fleet: $(FLEET_STAMP)
+	$(FLEET_PY) code/scripts/bench/bench_fleet.py --json $(or $(BENCH_JSON),benchmarks/results/fleet_bench.json)
+
 # 2 local replicas (synthetic:tiny), 4 simulated robots against the ingress, one replica killed at 8 s (FLEET.md).
 fleet-demo: $(FLEET_STAMP)
 	$(FLEET_PY) code/scripts/demo/fleet_demo.py --robots $(or $(FLEET_ROBOTS),4) --seconds $(or $(FLEET_SECONDS),20) --kill-at $(or $(FLEET_KILL_AT),8) $(if $(BENCH_JSON),--json $(BENCH_JSON))

@@ -60,6 +60,7 @@ def build(args: dict):
     from ray import serve
     from ray.serve.config import RequestRouterConfig
 
+    from gr00t_p150.server.exceptions import SettingError
     from gr00t_p150.server.settings import load_config
 
     from .ingress import FleetIngress, api
@@ -68,6 +69,10 @@ def build(args: dict):
     a = args if isinstance(args, FleetArgs) else FleetArgs.model_validate(args)
     env = a.replica_env()
     config = load_config(env)  # the single server's checks: raises SettingError with one line
+    wire = [k for k in ("GR00T_ZMQ_PORT", "GR00T_OPENPI_PORT") if env.get(k)]
+    if wire:  # every replica would bind the same port on a node; the fleet's door is the ingress's HTTP
+        raise SettingError(f"{', '.join(wire)}: the fleet serves the HTTP contract through its ingress; the ZMQ and "
+                           "openpi protocols are the single server's (unset them for the fleet)")
     actor: dict = {"num_cpus": a.cpus_per_replica, "runtime_env": {"env_vars": env}}
     if a.accelerator == "gpu":
         actor["num_gpus"] = 1

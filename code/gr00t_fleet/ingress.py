@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response
 
 from .asgi import Exchange
 from .metrics import FleetMetrics, merge
-from .registry import live_replicas, set_aside
+from .registry import live_replicas, no_replica_live, set_aside
 
 log = logging.getLogger("ray.serve")
 api = FastAPI(title="GR00T policy fleet", description="The GR00T policy server's HTTP contract over Ray Serve "
@@ -128,6 +128,8 @@ class FleetIngress:
                                                                                     "content-length")]
         headers.append(("content-length", str(len(body))))
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if no_replica_live():  # every replica died or is still booting: say so now rather than wait for one
+            return error(503, "no policy replica is ready (booting or replaced); retry", retry_after=1)
         avoid: list[str] = []
         for attempt in (0, 1):
             try:

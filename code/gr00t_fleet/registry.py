@@ -21,3 +21,8 @@ def live_replicas() -> list[str]:
     for router in list(ROUTERS):
         ids.update(r.replica_id.unique_id for r in router.replicas())
     return sorted(ids)
+
+
+def no_replica_live() -> bool:
+    """A router exists here and routes to no replica now (all dead or booting): a request would wait for one."""
+    return bool(ROUTERS) and not live_replicas()

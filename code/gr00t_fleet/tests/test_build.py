@@ -57,6 +57,8 @@ def test_bad_arguments_and_settings_fail_before_any_replica():
         build({"replicas": 2, "accelerator": "tpu", "env": ENV})
     with pytest.raises(SettingError, match="GR00T_MAX_QUEUE"):
         build({"env": {**ENV, "GR00T_MAX_QUEUE": "lots"}})
+    with pytest.raises(SettingError, match="GR00T_ZMQ_PORT: the fleet serves the HTTP contract"):
+        build({"env": {**ENV, "GR00T_ZMQ_PORT": "5555"}})
 
 
 def test_the_config_file_builds():
