@@ -21,6 +21,8 @@ class FleetMetrics:
         self.retries = Counter("gr00t_fleet_retries", "Requests the ingress sent to a second replica, by reason "
                                "(replica_died: the replica died under it; replica_lost: it answered backend lost)",
                                ("reason",), registry=r)
+        for reason in ("replica_died", "replica_unavailable"):  # exported at 0 from the start
+            self.retries.labels(reason)
         self.failover_errors = Counter("gr00t_fleet_failover_errors", "Requests answered 503 + Retry-After because "
                                        "their replica died and a retry was not safe", registry=r)
         self.moves = Counter("gr00t_fleet_session_moves", "Session requests answered by another replica than the "

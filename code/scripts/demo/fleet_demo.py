@@ -61,6 +61,7 @@ class Robot(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.url, self.request, self.args, self.stop_event = url, request, args, stop
         self.events: list[dict] = []  # one per request: t, status, replica, moved_from, latency_s
+        self.in_flight_since: float | None = None  # perf_counter when the request now in flight was sent
 
     def run(self) -> None:
         from gr00t_client.clients import rtc_prefix
@@ -74,9 +75,9 @@ class Robot(threading.Thread):
             if last is not None:  # continue the chunk the robot holds, wherever the session is served now
                 executed = min(int((time.perf_counter() - last_at) * a.hz), len(last["action_pred_normalized"]) - 1)
                 body["rtc"] = {"variant": "inpaint", "delay": a.delay, "prefix": rtc_prefix(last, executed)}
-            sent = time.perf_counter()
+            sent = self.in_flight_since = time.perf_counter()
             status, headers, reply = call(self.url, "/predict", body)
-            done = time.perf_counter()
+            done, self.in_flight_since = time.perf_counter(), None
             event = {"t": round(sent - t0, 3), "latency_s": round(done - sent, 4), "status": status, "seq": seq}
             if status == 200:
                 last, last_at = reply, sent
@@ -184,21 +185,25 @@ def main() -> int:
         t0 = time.perf_counter()
         for r in robots:
             r.start()
-        kill_t, victim = None, None
+        kill_t, victim, in_flight = None, None, None
         while time.perf_counter() - t0 < args.seconds:
             time.sleep(0.05)
             if kill_t is None and 0 <= args.kill_at <= time.perf_counter() - t0:
-                held: dict[str, int] = {}
+                held: dict[str, list[Robot]] = {}
                 for r in robots:
                     ok = [e for e in r.events if e["status"] == 200]
                     if ok:
-                        held[ok[-1]["replica"]] = held.get(ok[-1]["replica"], 0) + 1
-                victim = max(held, key=held.get)
+                        held.setdefault(ok[-1]["replica"], []).append(r)
+                victim = max(held, key=lambda k: len(held[k]))
+                now = time.perf_counter()
+                busy = [r for r in held[victim] if r.in_flight_since and now - r.in_flight_since > 0.002]
+                if not busy and time.perf_counter() - t0 < args.kill_at + 1.0:
+                    continue  # kill while one of its robots has a request in flight (for 1 s at most)
                 pid = next(r["pid"] for r in info["fleet"]["replicas"] if r["id"] == victim)
-                kill_t = time.perf_counter() - t0
+                kill_t, in_flight = time.perf_counter() - t0, len(busy)
                 os.kill(pid, signal.SIGKILL)
-                print(f"==> {kill_t:.2f} s: killed replica {victim} (pid {pid}), which held {held[victim]} robots",
-                      flush=True)
+                print(f"==> {kill_t:.2f} s: killed replica {victim} (pid {pid}), which held "
+                      f"{len(held[victim])} robots, {len(busy)} with a request in flight", flush=True)
         stop.set()
         for r in robots:
             r.join(30)
@@ -208,7 +213,8 @@ def main() -> int:
         result = {"machine": cpu_model(), "nproc": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                           time.gmtime()),
                   "command": " ".join(sys.argv), "args": {k: str(v) for k, v in vars(args).items()},
-                  "ray": ray.__version__, "killed": {"replica": victim, "at_s": kill_t}, "robots": reports,
+                  "ray": ray.__version__, "robots": reports,
+                  "killed": {"replica": victim, "at_s": kill_t, "robots_with_a_request_in_flight": in_flight},
                   "ingress": ingress,
                   "replicas_after": [{"id": r["id"], "state": r["state"]} for r in after.get("fleet", {}).get(
                       "replicas", [])],
