@@ -136,6 +136,8 @@ class FleetIngress:
                 replica, ex = await self._send(request.method, path, headers, body, session=session, avoid=avoid)
             except BackPressureError:
                 return error(429, "every replica's queue is full (the fleet's max_queued_requests)", retry_after=1)
+            except TimeoutError:
+                return error(504, f"no answer from a replica within {self.forward_timeout_s:g} s")
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 if attempt == 0 and retry_safe:
                     if session is not None and session in self.owners:  # most likely the replica that died
