@@ -4,8 +4,9 @@
 A directory written here has what the real snapshot has: ``config.json``, sharded
 ``model-0000k-of-0000n.safetensors`` with the real tensor names and stored dtypes, the index, and the
 normalisation files (N1.5: ``experiment_cfg/metadata.json`` with GR1 statistics and modalities; N1.7:
-``statistics.json``, ``processor_config.json``, ``embodiment_id.json`` for DROID). A ``SYNTHETIC.json`` marker says
-the weights are random, so nothing downstream can present them as a policy.
+``statistics.json``, ``processor_config.json``, ``embodiment_id.json`` for DROID; N1.6: the same three files for
+``gr1``, ``unitree_g1`` and ``oxe_widowx``). A ``SYNTHETIC.json`` marker says the weights are random, so nothing
+downstream can present them as a policy.
 
 Every tensor is drawn from its own generator seeded by (seed, name), so a tensor's values do not
 depend on which other tensors exist or on shard boundaries.
@@ -26,14 +27,27 @@ import torch
 from safetensors.torch import save_file
 
 from .checkpoint import INDEX_FILE
+from .configs_n16 import PROCESSOR_CLASS as N16_PROCESSOR_CLASS
+from .configs_n16 import Gr00tN16ProcessorConfig
+from .embodiments_n16 import EMBODIMENT_IDS as N16_EMBODIMENT_IDS
+from .embodiments_n16 import EMBODIMENTS as N16_EMBODIMENTS
+from .embodiments_n16 import N16Embodiment
 from .layouts import DROID, GR1, Layout
-from .versions import SPECS, load
-from .weights import TensorSpec, inventory
+from .versions import PORT, SPECS, load
+from .weights import TensorSpec
 
 SYNTHETIC_MARKER = "SYNTHETIC.json"
 METADATA_FILE = "experiment_cfg/metadata.json"
 DEFAULT_SHARD_BYTES = {"tiny": 16 * 2**20, "full": 5 * 10**9}  # HF's default max_shard_size is "5GB"
 GR1_RESOLUTION = (256, 256)  # [W, H] of the GR1 sim ego_view (NVIDIA's demo_data/robot_sim.PickNPlace)
+
+# A version being built up before its registry row exists (issue 45: N1.6), named by the same dotted paths a
+# ``VersionSpec`` row carries (config class, inventory, sidecars). Kept out of ``versions.SPECS`` so that nothing that
+# iterates the registry tries to boot it; drop the entry when the row lands (the registry wins anyway).
+PENDING_VERSIONS = {
+    "n16": (f"{PORT}.common.configs_n16:Gr00tN16Config", f"{PORT}.common.weights:n16_inventory",
+            f"{PORT}.common.synthetic:n16_sidecars"),
+}
 
 _NORM_SUFFIXES = ("norm.weight", "norm1.weight", "norm2.weight", "norm3.weight", "layernorm.weight",
                   "layer_norm1.weight", "layer_norm2.weight", "vlln.weight", "q_norm.weight", "k_norm.weight")
@@ -98,6 +112,19 @@ def gr1_metadata(layout: Layout = GR1, seed: int = 0, resolution: tuple[int, int
     }
 
 
+def _key_stats(rng: np.random.Generator, dim: int, rows: int | None = None) -> dict[str, list]:
+    """One key's min / max / mean / std / q01 / q99: shape (dim,), or (rows, dim) per chunk step for the relative
+    statistics (their ranges grow with the step)."""
+    shape = (dim,) if rows is None else (rows, dim)
+    growth = 1.0 if rows is None else np.linspace(0.2, 1.0, rows)[:, None]
+    lo = -rng.uniform(0.2, 1.5, shape) * growth
+    hi = rng.uniform(0.2, 1.5, shape) * growth
+    mean = lo + (hi - lo) * rng.uniform(0.3, 0.7, shape)
+    std = (hi - lo) * rng.uniform(0.1, 0.3, shape)
+    return {k: v.tolist() for k, v in (("min", lo), ("max", hi), ("mean", mean), ("std", std),
+                                       ("q01", lo + (hi - lo) * 0.01), ("q99", hi - (hi - lo) * 0.01))}
+
+
 def droid_statistics(layout: Layout = DROID, seed: int = 0) -> dict:
     """A well-formed N1.7 ``statistics.json``: state / action statistics per key and per-step
     (horizon × dim) relative-action statistics for the relative keys, the layout NVIDIA's
@@ -106,14 +133,7 @@ def droid_statistics(layout: Layout = DROID, seed: int = 0) -> dict:
     horizon = 40
 
     def stats(dim: int, rows: int | None = None) -> dict[str, list]:
-        shape = (dim,) if rows is None else (rows, dim)
-        growth = 1.0 if rows is None else np.linspace(0.2, 1.0, rows)[:, None]  # relative ranges grow with the step
-        lo = -rng.uniform(0.2, 1.5, shape) * growth
-        hi = rng.uniform(0.2, 1.5, shape) * growth
-        mean = lo + (hi - lo) * rng.uniform(0.3, 0.7, shape)
-        std = (hi - lo) * rng.uniform(0.1, 0.3, shape)
-        return {k: v.tolist() for k, v in (("min", lo), ("max", hi), ("mean", mean), ("std", std),
-                                           ("q01", lo + (hi - lo) * 0.01), ("q99", hi - (hi - lo) * 0.01))}
+        return _key_stats(rng, dim, rows)
 
     relative = [k for k, rep in layout.action_reps if rep.startswith("relative")]
     return {layout.embodiment: {
@@ -146,6 +166,34 @@ def droid_processor_config(layout: Layout = DROID) -> dict:
         "state_dropout_prob": 0.2}}
 
 
+def n16_statistics(seed: int = 0, embodiments: tuple[N16Embodiment, ...] = tuple(N16_EMBODIMENTS.values())) -> dict:
+    """A well-formed N1.6 ``statistics.json`` (spec §1.4): per tag, ``state`` and ``action`` statistics per key (D,)
+    and ``relative_action`` per-step statistics (horizon × D) for the tag's relative action keys (empty if none)."""
+    rng = np.random.default_rng(seed)
+    return {e.tag: {
+        "state": {k: _key_stats(rng, d) for k, d in e.state_groups},
+        "action": {k: _key_stats(rng, d) for k, d in e.action_groups},
+        "relative_action": {k: _key_stats(rng, d, e.horizon) for k, d in e.action_groups if k in e.relative},
+    } for e in embodiments}
+
+
+def n16_processor_config(embodiments: tuple[N16Embodiment, ...] = tuple(N16_EMBODIMENTS.values())) -> dict:
+    """``processor_config.json`` as ``Gr00tN1d6Processor.save_pretrained`` writes it (spec §1.3, keys in its order),
+    with the released base checkpoint's flags and the modality configs of ``embodiments``."""
+    p = Gr00tN16ProcessorConfig()
+    kwargs = {
+        "modality_configs": {e.tag: e.modality_config() for e in embodiments}, "image_crop_size": None,
+        "image_target_size": None, "use_albumentations": p.use_albumentations, "random_rotation_angle": None,
+        "color_jitter_params": {"brightness": 0.3, "contrast": 0.4, "saturation": 0.5, "hue": 0.08},
+        "shortest_image_edge": p.shortest_image_edge, "crop_fraction": p.crop_fraction, "model_name": p.model_name,
+        "model_type": p.model_type, "formalize_language": p.formalize_language, "max_state_dim": p.max_state_dim,
+        "max_action_dim": p.max_action_dim, "max_action_horizon": p.max_action_horizon,
+        "use_percentiles": p.use_percentiles, "clip_outliers": p.clip_outliers,
+        "apply_sincos_state_encoding": p.apply_sincos_state_encoding, "use_relative_action": p.use_relative_action,
+    }
+    return {"processor_class": N16_PROCESSOR_CLASS, "processor_kwargs": kwargs}
+
+
 def plan_shards(inventory: list[TensorSpec], max_shard_bytes: int) -> list[list[TensorSpec]]:
     """Greedy split in state-dict order, like ``save_pretrained``: a shard closes when the next tensor
     would push it past the limit."""
@@ -169,15 +217,30 @@ def n17_sidecars(seed: int) -> dict:
             "embodiment_id.json": {"oxe_droid_relative_eef_relative_joint": 24, "libero_sim": 2, "new_embodiment": 10}}
 
 
+def n16_sidecars(seed: int) -> dict:
+    return {"statistics.json": n16_statistics(seed=seed), "processor_config.json": n16_processor_config(),
+            "embodiment_id.json": dict(N16_EMBODIMENT_IDS)}
+
+
+def version_recipe(version: str) -> tuple[str, str, str]:
+    """Dotted paths of ``version``'s config class, tensor inventory and sidecar writer: its registry row, or its
+    ``PENDING_VERSIONS`` entry while it has none."""
+    if version in SPECS:
+        spec = SPECS[version]
+        return spec.config_cls, spec.inventory, spec.synthetic_sidecars
+    if version in PENDING_VERSIONS:
+        return PENDING_VERSIONS[version]
+    raise ValueError(f"unknown version {version!r}")
+
 
 def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max_shard_bytes: int | None = None,
                      version: str = "n15", log: Callable[[str], None] | None = None) -> Path:
-    """Write a synthetic checkpoint of ``version`` (n15 or n17) to ``out`` and return its path."""
+    """Write a synthetic checkpoint of ``version`` (a registry row, or n16 from ``PENDING_VERSIONS``) to ``out`` and
+    return its path."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    if version not in SPECS:
-        raise ValueError(f"unknown version {version!r}")
-    config = load(SPECS[version].config_cls).preset(scale)
-    specs = inventory(config)
+    config_cls, inventory_fn, sidecars_fn = version_recipe(version)
+    config = load(config_cls).preset(scale)
+    specs = load(inventory_fn)(config)
     shards = plan_shards(specs, max_shard_bytes or DEFAULT_SHARD_BYTES[scale])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,7 +260,7 @@ def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max
         log(f"  {fname}: {len(shard)} tensors, {written / total:.0%} done, {time.perf_counter() - t0:.1f} s")
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     files = {INDEX_FILE: index, "config.json": config.to_checkpoint_json(record_backbone=scale != "full"),
-             **load(SPECS[version].synthetic_sidecars)(seed)}  # statistics, processor: what the loader reads
+             **load(sidecars_fn)(seed)}  # statistics, processor: what the loader reads
     files[SYNTHETIC_MARKER] = {"synthetic": True, "version": version, "scale": scale, "seed": seed,
                                "note": "random weights generated by make_synthetic_checkpoint.py; not a policy"}
     for name, content in files.items():

@@ -15,6 +15,7 @@ import torch
 
 from .configs import ActionHeadConfig, Qwen3Config, Qwen3VLVisionConfig, SiglipConfig
 from .configs_n15 import Gr00tN15Config
+from .configs_n16 import Siglip2VisionConfig
 
 VISION_PREFIX = "backbone.eagle_model.vision_model.vision_model."
 MLP1_PREFIX = "backbone.eagle_model.mlp1."
@@ -29,6 +30,13 @@ OPTIONAL_UNUSED_KEYS = ("backbone.eagle_model.language_model.lm_head.weight", "b
 N17_VISION_PREFIX = "backbone.model.model.visual."
 N17_LLM_PREFIX = "backbone.model.model.language_model."
 N17_LM_HEAD = "backbone.model.lm_head.weight"
+
+# N1.6: an Eagle 3 ``Eagle3_VLForConditionalGeneration`` under ``backbone.model.`` (vision tower, Qwen3ForCausalLM,
+# connector ``mlp1``).
+N16_VISION_PREFIX = "backbone.model.vision_model.vision_model."
+N16_LLM_PREFIX = "backbone.model.language_model.model."
+N16_LM_HEAD = "backbone.model.language_model.lm_head.weight"
+N16_MLP1_PREFIX = "backbone.model.mlp1."
 
 # NVIDIA builds the Eagle backbone in bf16 (Eagle config torch_dtype) and the action head in fp32.
 BACKBONE_DTYPE = torch.bfloat16
@@ -185,6 +193,32 @@ def n17_inventory(config) -> list[TensorSpec]:
         (N17_VISION_PREFIX, qwen3vl_vision_shapes(b.vision)),
         (N17_LLM_PREFIX, qwen3_shapes(b.text, b.select_layer)),
         ("", [(N17_LM_HEAD, (b.text.vocab_size, b.text.hidden_size))]),
+        (ACTION_HEAD_PREFIX, action_head_shapes(config.action_head)),
+    ]
+    return [TensorSpec(prefix + name, shape, bf16) for prefix, rows in groups for name, shape in rows]
+
+
+def siglip2_shapes(c: Siglip2VisionConfig) -> Shapes:
+    """SigLIP's rows with the patch embedding a Linear over the flattened patch ([hidden, 14·14·3])."""
+    conv_patch_embedding, *rows = siglip_shapes(c)
+    return [(conv_patch_embedding[0], (c.hidden_size, c.patch_dim)), *rows]
+
+
+def eagle3_connector_shapes(in_dim: int, out_dim: int) -> Shapes:
+    """``mlp1``: LayerNorm(in) → Linear(in → out) → GELU (no parameters, index 2) → Linear(out → out)."""
+    return _layer_norm("0", in_dim) + _linear("1", out_dim, in_dim) + _linear("3", out_dim, out_dim)
+
+
+def n16_inventory(config) -> list[TensorSpec]:
+    """Every tensor of an N1.6 checkpoint with ``config``'s dimensions (a ``Gr00tN16Config``), all bf16 as released
+    (spec ``gr00t_n16.md`` §2: 1,106 tensors = 633 backbone + 473 action head). The stored ``lm_head`` and the
+    SigLIP pooling head are never computed; there is no VL self-attention and no future tokens."""
+    b, bf16 = config.backbone, torch.bfloat16
+    groups = [
+        (N16_VISION_PREFIX, siglip2_shapes(b.vision)),
+        (N16_LLM_PREFIX, qwen3_shapes(b.text, b.select_layer)),
+        ("", [(N16_LM_HEAD, (b.text.vocab_size, b.text.hidden_size))]),
+        (N16_MLP1_PREFIX, eagle3_connector_shapes(b.connector_in_dim, b.text.hidden_size)),
         (ACTION_HEAD_PREFIX, action_head_shapes(config.action_head)),
     ]
     return [TensorSpec(prefix + name, shape, bf16) for prefix, rows in groups for name, shape in rows]
