@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .embodiments_n16 import EMBODIMENTS as N16_EMBODIMENTS
+from .embodiments_n16 import N16Embodiment
 from .errors import ConfigError
 from .versions import SPECS
 
@@ -106,6 +108,37 @@ DROID = Layout(
                                    ("gripper_position", "ABSOLUTE", "NON_EEF", "DEFAULT"),
                                    ("joint_position", "RELATIVE", "NON_EEF", "DEFAULT"))),
 )
+
+
+
+def _n16_layout(name: str, e: N16Embodiment, image_hw: tuple[int, int] | None) -> Layout:
+    """An N1.6 tag's observation contract (spec ``gr00t_n16.md`` §3, §8) from its ``embodiments_n16`` entry: cameras,
+    state and action groups in modality order, one frame per camera. What the model computes comes from the
+    checkpoint's own files (``normalization_n16.N16Processing``); ``ReferencePolicyN16`` refuses a checkpoint whose
+    tag disagrees with its row. ``state_encoding`` / ``action_normalization`` describe the released configs only;
+    ``max_text_tokens`` (the formalised instruction's tokens) is ours, as N1.5 GR1's 102 (NVIDIA has no limit);
+    ``default_seed`` 0 for the CPU-generator noise of ``flow_matching.seeded_noise`` (NVIDIA draws unseeded, §9).
+    ``image_hw``: the frame size NVIDIA's data delivers, where the spec gives one (G1's is not known: no wire row)."""
+    reps = tuple((k, "relative_add" if k in e.relative else "absolute") for k, _ in e.action_groups)
+    wire = None if image_hw is None else WireModality(
+        video_delta=(0,), language_key=e.language_key, image_hw=image_hw,
+        action_reps=tuple((k, "RELATIVE" if k in e.relative else "ABSOLUTE", "NON_EEF", "DEFAULT")
+                          for k, _ in e.action_groups) if e.lists_action_configs else ())
+    return Layout(name=name, version="n16", embodiment=e.tag, embodiment_id=e.embodiment_id, cameras=e.cameras,
+                  frames_per_camera=1, state_groups=e.state_groups, action_groups=e.action_groups, max_text_tokens=102,
+                  state_encoding="sin_cos" if e.sin_cos_state else "min_max",
+                  action_normalization="per_key" if e.mean_std_action else "min_max", default_seed=0,
+                  action_reps=reps, wire=wire)
+
+
+# GR00T N1.6 (issue 45), keyed by embodiment tag. Pending: not in ``LAYOUTS`` (nothing that enumerates the served
+# layouts sees them) until N1.6 has a registry row in ``versions.SPECS``. GR1: five groups incl. waist, horizon 16, one
+# 256×256 ego-view camera; unitree_g1 and oxe_widowx from NVIDIA's templates (bridge frames 256², spec §8).
+N16_LAYOUTS = {
+    "gr1": _n16_layout("gr1_n16", N16_EMBODIMENTS["gr1"], (256, 256)),
+    "unitree_g1": _n16_layout("unitree_g1", N16_EMBODIMENTS["unitree_g1"], None),
+    "oxe_widowx": _n16_layout("oxe_widowx", N16_EMBODIMENTS["oxe_widowx"], (256, 256)),
+}
 
 LAYOUTS = {GR1.name: GR1, DROID.name: DROID}
 DEFAULT_LAYOUT = {v: s.layout for v, s in SPECS.items()}  # the layout each version serves

@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: Apache-2.0
+"""fp32 reference policy for GR00T N1.6 (NVIDIA's ``Gr00tPolicy.get_action`` over ``Gr00tN1d6``, Isaac-GR00T
+e29d8fc), stage by stage, every value read from the checkpoint's own files. Spec ``gr00t_n16.md`` §3–§10.
+
+One request (an ``Observation`` checked against one of ``layouts.N16_LAYOUTS``, the tag's row):
+
+1. frames, one per camera, in the modality config's camera order (time-major, view-minor: ``vlm_frame_order``)
+   → the N1.6 image chain (``preprocessing_n16.N16ImageChain``: shortest edge, 0.95 centre crop, shortest edge,
+   Eagle snap to multiples of 28 px, (x − 127.5)/127.5) → one [3, H', W'] tensor per frame;
+2. the instruction → ``prompts_n16.n16_prompt_ids`` (text before images, ``formalize_language`` as the processor
+   config says) with H'·W'/28² ``<IMG_CONTEXT>`` tokens per image;
+3. the Eagle 3 backbone (``torch_backbone_n16``): image tokens spliced over ``<IMG_CONTEXT>``, Qwen3 cut to 16
+   layers, final norm;
+4. the raw state → ``normalization_n16.encode_state`` (sin/cos, mean/std or min/max per key, padded to 128);
+5. the action head (``torch_gr00t_n16``): vlln, state encoder, 4 Euler steps of the AlternateVLDiT from the noise
+   (1, 50, 128), with the same key masks ``Gr00tN16ActionHead.forward`` builds (RTC's inpaint/guide enter here);
+6. ``normalization_n16.decode_actions``: rows 0 … H−1 (H = the tag's horizon: GR1 16, G1 30, bridge 8) and the keys'
+   columns, un-normalised, relative keys plus the raw state.
+
+Decisions (the spec leaves them to us):
+
+* **Noise.** NVIDIA draws it unseeded from the device's global RNG (§9), so nothing can be "as NVIDIA seeds". We do
+  what our N1.5/N1.7 policies do for their own envelope: explicit noise [50][128] from the client, else
+  ``flow_matching.seeded_noise(seed, 50, 128)`` (a CPU ``torch.Generator``; the layout's ``default_seed`` 0 when no
+  seed is given). The noise always covers the whole 50 × 128 envelope, whatever the tag's horizon.
+* **``action_pred``** (``PolicyResult.action_pred``) is float32 [H, 128]: the **first H rows** of the model's
+  (50, 128) chunk — the rows the robot executes — with **all 128 columns** (the keys' columns 0 … width−1 and the
+  padding columns as the model produced them, as N1.5 and N1.7 keep their padding columns). Rows H … 49 are padding
+  no decoding reads; they stay in ``taps["action_pred"]`` [1, 50, 128]. So an RTC prefix is at most H rows of the
+  model's 128-wide space, which is what ``InpaintPrefix`` / ``GuidedPrefix`` (targets over the 50-row envelope) take.
+* **``frozen_prefix``** (RTC) re-expresses the previous chunk's absolute actions at ``steps`` against the new
+  request's state with ``normalization_n16.encode_actions`` (relative keys minus the state, per-step statistics of the
+  new chunk's steps 0 … d−1; absolute keys just normalised) and keeps the previous rows' padding columns — the
+  counterpart of ``inputs_n17.frozen_prefix_n17``. NVIDIA's N1.6 has no RTC.
+* **Embodiment.** ``from_checkpoint(dir, embodiment=tag)``: the tag's processing, statistics and category row come
+  from ``processor_config.json`` / ``statistics.json`` / ``embodiment_id.json``; the tag's layout row must agree with
+  the file (cameras = the video keys, state and action keys with their widths, one frame) or the checkpoint is
+  refused; the category row is the file's (a fine-tune may move it), put into the policy's copy of the layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..common.checkpoint import LazyCheckpoint, read_json
+from ..common.configs_n16 import PROCESSOR_FILE, Gr00tN16Config, Gr00tN16ProcessorConfig
+from ..common.errors import CheckpointError, ConfigError, InputError
+from ..common.layouts import N16_LAYOUTS, Layout
+from ..common.normalization_n16 import N16Processing, N16Stats, decode_actions, encode_actions, encode_state
+from ..common.observation import FLOAT32_MAX, Observation
+from ..common.policy import PreparedInputs, initial_noise
+from ..common.preprocessing_n16 import N16ImageChain, vlm_frame_order
+from ..common.prompts_n16 import n16_prompt_ids
+from ..common.synthetic import synthetic_info
+from ..common.timing import Stopwatch
+from ..common.weights import ACTION_HEAD_PREFIX
+from .policy import ReferencePolicyBase
+from .torch_backbone_n16 import BACKBONE_PREFIX, Eagle3Backbone
+from .torch_gr00t_n16 import Gr00tN16ActionHead
+
+STATE_DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+class Gr00tN16(nn.Module):
+    """The whole N1.6 model: ``backbone`` (``Eagle3Backbone``) and ``action_head`` (``Gr00tN16ActionHead``), module
+    names equal to the checkpoint's tensor prefixes."""
+
+    def __init__(self, backbone: Eagle3Backbone, action_head: Gr00tN16ActionHead):
+        super().__init__()
+        self.backbone, self.action_head = backbone, action_head
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: LazyCheckpoint, config: Gr00tN16Config,
+                        dtype: torch.dtype = torch.float32) -> "Gr00tN16":
+        """Both parts loaded strictly (the stored lm_head and a state-dropout ``mask_token`` tolerated); a tensor
+        under neither prefix is refused."""
+        stray = sorted(n for n in checkpoint.names if not n.startswith((BACKBONE_PREFIX, ACTION_HEAD_PREFIX)))
+        if stray:
+            raise CheckpointError(f"{checkpoint.directory}: {len(stray)} tensor(s) outside backbone./action_head. "
+                                  f"(first {stray[0]!r}): not an N1.6 checkpoint")
+        return cls(Eagle3Backbone.from_checkpoint(checkpoint, config.backbone, dtype=dtype),
+                   Gr00tN16ActionHead.from_checkpoint(checkpoint, config, dtype=dtype))
+
+
+def check_layout(layout: Layout, processing: N16Processing, directory: Path) -> Layout:
+    """``layout`` (the tag's row) against the checkpoint's modality config for the tag; the row with the file's
+    category id. A disagreement is a ``ConfigError`` naming both."""
+    modality = read_json(directory / PROCESSOR_FILE, "the N1.6 processor config")["processor_kwargs"][
+        "modality_configs"][processing.tag]
+    video = modality.get("video") or {}
+    file_view = {"cameras": tuple(video.get("modality_keys") or ()), "frames": len(video.get("delta_indices") or ()),
+                 "state": tuple((k.name, k.dim) for k in processing.state_keys),
+                 "action": tuple((k.name, k.dim) for k in processing.action_keys)}
+    row_view = {"cameras": layout.cameras, "frames": layout.frames_per_camera, "state": layout.state_groups,
+                "action": layout.action_groups}
+    wrong = [k for k in file_view if file_view[k] != row_view[k]]
+    if wrong:
+        raise ConfigError(f"{directory / PROCESSOR_FILE}: tag {processing.tag!r} disagrees with layout "
+                          f"{layout.name!r} on {', '.join(wrong)}: file {[file_view[k] for k in wrong]}, "
+                          f"layout {[row_view[k] for k in wrong]}")
+    return dataclasses.replace(layout, embodiment_id=processing.embodiment_id)
+
+
+def raw_state_of(obs: Observation, layout: Layout, state_dtype: str) -> dict[str, np.ndarray]:
+    """The request's state per group as float64 (D,), after the ``state_dtype`` the client's values were meant in;
+    groups and widths checked against the layout (``parse_state`` already did for server requests)."""
+    if state_dtype not in STATE_DTYPES:
+        raise InputError("state_dtype", f"must be one of {sorted(STATE_DTYPES)}")
+    expected = [name for name, _ in layout.state_groups]
+    if sorted(obs.state) != sorted(expected):
+        raise InputError("state", f"has groups {sorted(obs.state)}; this layout expects {expected}")
+    out = {}
+    for name, dim in layout.state_groups:
+        x = np.asarray(obs.state[name], dtype=STATE_DTYPES[state_dtype]).astype(np.float64).reshape(-1)
+        if x.shape != (dim,):
+            raise InputError(f"state.{name}", f"has {x.size} values; expected {dim}")
+        if not (np.isfinite(x).all() and (np.abs(x) <= FLOAT32_MAX).all()):
+            raise InputError(f"state.{name}", "contains a value that is not finite in float32")
+        out[name] = x
+    return out
+
+
+class ReferencePolicyN16(ReferencePolicyBase):
+    """N1.6, one embodiment tag: the shared life cycle (``get_action`` = prepare → infer → finish) with N1.6's
+    checkpoint files, host chain, model and action decoding."""
+
+    def __init__(self, model: Gr00tN16, config: Gr00tN16Config, layout: Layout, stats: N16Stats, checkpoint_dir: Path,
+                 synthetic: dict | None, processing: N16Processing | None = None,
+                 processor: Gr00tN16ProcessorConfig | None = None):
+        """The base's six arguments (what ``torch_fast.build`` re-wraps a moved model with); the tag's processing and
+        the processor flags are read again from ``checkpoint_dir`` when not given."""
+        super().__init__(model, config, layout, stats, checkpoint_dir, synthetic)
+        self.processing = processing or N16Processing.from_checkpoint(checkpoint_dir, layout.embodiment)[0]
+        self.processor = processor or Gr00tN16ProcessorConfig.from_checkpoint(checkpoint_dir)
+        self.image_chain = N16ImageChain.from_configs(self.processor, config.backbone)
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, embodiment: str = "gr1", device: str = "cpu",
+                        layout: str | None = None, dtypes_of=None) -> "ReferencePolicyN16":
+        """The policy on ``directory``'s checkpoint for tag ``embodiment`` (or for the tag of the N1.6 layout named
+        ``layout``: ``reference.policies.load_reference_policy``'s keyword), fp32. ``dtypes_of`` (a mixed-precision
+        load for a fast path) is refused: N1.6 has no fast path yet."""
+        if dtypes_of is not None:
+            raise ConfigError("N1.6 has no mixed-precision fast path yet: load the fp32 reference (dtypes_of=None)")
+        directory = Path(directory)
+        if layout is not None:
+            rows = {row.name: row for row in N16_LAYOUTS.values()}
+            if layout not in rows:
+                raise ConfigError(f"unknown N1.6 layout {layout!r}: known are {sorted(rows)}")
+            embodiment = rows[layout].embodiment
+        if embodiment not in N16_LAYOUTS:
+            raise ConfigError(f"N1.6 embodiment {embodiment!r} has no layout: served tags are {sorted(N16_LAYOUTS)}")
+        config = Gr00tN16Config.from_checkpoint(directory)
+        processor = Gr00tN16ProcessorConfig.from_checkpoint(directory)
+        processing, stats = N16Processing.from_checkpoint(directory, embodiment)
+        lay = check_layout(N16_LAYOUTS[embodiment], processing, directory)
+        model = Gr00tN16.from_checkpoint(LazyCheckpoint(directory), config).to(device)
+        return cls(model, config, lay, stats, directory, synthetic_info(directory), processing, processor)
+
+    # ---- host side ---------------------------------------------------------------------------------------------------
+    def frames(self, obs: Observation) -> list[np.ndarray]:
+        """One list, time-major, camera-minor in the layout's (= the modality config's) camera order."""
+        missing = [cam for cam in self.layout.cameras if cam not in obs.images]
+        if missing:
+            raise InputError(f"images.{missing[0]}", f"missing; this layout expects {list(self.layout.cameras)}")
+        views = [obs.images[cam] for cam in self.layout.cameras]
+        for cam, view in zip(self.layout.cameras, views):
+            if len(view) != self.layout.frames_per_camera:
+                raise InputError(f"images.{cam}", f"has {len(view)} frame(s); this layout takes exactly "
+                                                  f"{self.layout.frames_per_camera}")
+        return vlm_frame_order(views)
+
+    def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
+                state_dtype: str = "float64") -> PreparedInputs:
+        """Validate and encode one observation; raises ``InputError`` before any model work."""
+        h = self.config.action_head
+        x0, source, seed = initial_noise(noise, seed, self.layout.default_seed, h.action_horizon, h.action_dim)
+        raw_state = raw_state_of(obs, self.layout, state_dtype)
+        names = [cam for cam in self.layout.cameras for _ in range(self.layout.frames_per_camera)]
+        images = self.image_chain(self.frames(obs), names)
+        factor = self.image_chain.factor
+        prompt = n16_prompt_ids(obs.instruction, [(im.shape[1] // factor) * (im.shape[2] // factor) for im in images],
+                                formalize=self.processor.formalize_language,
+                                max_text_tokens=self.layout.max_text_tokens)
+        state = torch.from_numpy(encode_state(raw_state, self.stats, self.processing)).reshape(1, 1, -1)
+        pixel_values = torch.stack(images) if len({im.shape for im in images}) == 1 else images
+        return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
+                              prompt.text_tokens, source, seed, raw_state=raw_state)
+
+    def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Model chunk [1, 50, 128] → (float32 [H, 128]: the tag's rows, every column; actions per group)."""
+        chunk = action_pred[0].float().cpu().numpy()
+        return (np.ascontiguousarray(chunk[:self.processing.horizon]),
+                decode_actions(chunk, inputs.raw_state, self.stats, self.processing))
+
+    def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs) -> np.ndarray:
+        """RTC's target [d, 128] for a new request (``inputs``): the previous chunk's absolute actions at ``steps``
+        re-expressed against this request's state (``normalization_n16.encode_actions``), the previous rows' own
+        padding columns kept."""
+        target = np.array(last_normalized[steps], dtype=np.float32)
+        head = encode_actions({k: np.asarray(v)[steps] for k, v in last_actions.items()}, inputs.raw_state,
+                              self.stats, self.processing)
+        target[:, :head.shape[1]] = head
+        return target
+
+    # ---- the model ---------------------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def infer(self, inputs: PreparedInputs, clock: Stopwatch | None = None) -> dict[str, torch.Tensor]:
+        """The backbone's stages (``Eagle3VLModel.forward``, no padding) and the head's (``Gr00tN16ActionHead.forward``
+        with RTC's prefix when the request has one), every boundary a tap."""
+        clock = clock or Stopwatch()
+        vlm, head, dev = self.model.backbone.model, self.model.action_head, self.device
+        input_ids = inputs.input_ids.to(dev)
+        cat_ids = self.cat_ids.expand(input_ids.shape[0])  # one embodiment per batch row (stacked requests)
+        image_tokens = vlm.image_tokens([im.to(dev) for im in inputs.pixel_values])
+        clock.lap("vision", dev)
+        features = vlm.language_model.model(vlm.splice(input_ids, image_tokens))
+        clock.lap("llm", dev)
+        image_mask = input_ids == vlm.eagle_config.image_token_index
+        key_masks = head.key_masks(image_mask)
+        vl_embs = head.condition(features)
+        state_features = head.state_encoder(inputs.state.to(dev, vl_embs.dtype), cat_ids)
+        clock.lap("adapter", dev)
+        velocities: list[torch.Tensor] = []
+
+        def on_step(i: int, v: torch.Tensor) -> None:
+            velocities.append(v)
+            clock.lap(f"dit_step_{i}", dev)
+
+        action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(dev), on_step, key_masks,
+                                  inpaint=inputs.inpaint, guide=inputs.guide)
+        return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
+                "noise": inputs.noise, "image_tokens": torch.cat(image_tokens), "image_mask": image_mask,
+                "backbone_features": features, "vl_embs": vl_embs, "state_features": state_features,
+                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
