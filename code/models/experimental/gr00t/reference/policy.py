@@ -24,6 +24,20 @@ class ReferencePolicyBase:
         self.device = next(model.parameters()).device
         self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64, device=self.device)
 
+    def denoise(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, inputs,
+                clock, key_masks=None) -> dict[str, torch.Tensor]:
+        """The action head's Euler loop from the request's noise (RTC's prefix or guide when it has one), each step a
+        lap of ``clock`` and a tap: ``{"velocity_<i>": …, "action_pred": …}``."""
+        velocities: list[torch.Tensor] = []
+
+        def on_step(i: int, v: torch.Tensor) -> None:
+            velocities.append(v)
+            clock.lap(f"dit_step_{i}", self.device)
+
+        action_pred = self.model.action_head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(self.device),
+                                                    on_step, key_masks, inpaint=inputs.inpaint, guide=inputs.guide)
+        return {**{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
+
     def frozen_prefix(self, last_normalized: np.ndarray, last_actions: dict[str, np.ndarray], steps: slice,
                       inputs) -> np.ndarray:
         """RTC's inpainting target [d, action_dim] in model space for a new request (``inputs``): the previous

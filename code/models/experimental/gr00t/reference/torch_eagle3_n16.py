@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .torch_siglip import SiglipMLP, SiglipPoolingHead  # the same MLP (tanh GELU) and weights-only pooling head
+from .torch_siglip import SiglipAttention, SiglipEncoderLayer, SiglipPoolingHead  # N1.5's shared parts
 
 CHECKPOINT_PREFIX = "backbone.model."  # the Eagle3_VLForConditionalGeneration inside GR00T's backbone
 VISION_PREFIX = "vision_model.vision_model."  # under CHECKPOINT_PREFIX
@@ -174,16 +174,8 @@ class Siglip2VisionEmbeddings(nn.Module):
         return self.patch_embedding(patches) + positions
 
 
-class Siglip2Attention(nn.Module):
-    def __init__(self, c: Eagle3VisionConfig):
-        super().__init__()
-        self.heads, self.head_dim = c.num_attention_heads, c.head_dim
-        d = c.hidden_size
-        # Definition order as NVIDIA's / HF's module, so the state-dict order matches the checkpoint's.
-        self.k_proj = nn.Linear(d, d)
-        self.v_proj = nn.Linear(d, d)
-        self.q_proj = nn.Linear(d, d)
-        self.out_proj = nn.Linear(d, d)
+class Siglip2Attention(SiglipAttention):
+    """N1.5's SigLIP attention (same projections, same definition order as the checkpoint), over packed images."""
 
     def forward(self, x: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
         """Packed [N, D] → [N, D]; every image (a run of ``seq_lens``) attends only to its own tokens."""
@@ -195,13 +187,8 @@ class Siglip2Attention(nn.Module):
         return self.out_proj(torch.cat(out, dim=1).transpose(0, 1).reshape(n, -1))
 
 
-class Siglip2EncoderLayer(nn.Module):
-    def __init__(self, c: Eagle3VisionConfig):
-        super().__init__()
-        self.layer_norm1 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.self_attn = Siglip2Attention(c)
-        self.layer_norm2 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.mlp = SiglipMLP(c)
+class Siglip2EncoderLayer(SiglipEncoderLayer):
+    attention = Siglip2Attention
 
     def forward(self, x: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
         x = x + self.self_attn(self.layer_norm1(x), seq_lens)

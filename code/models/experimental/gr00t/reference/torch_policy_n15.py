@@ -71,15 +71,7 @@ class ReferencePolicy(ReferencePolicyBase):
         vl_embs = head.condition(backbone_features)
         state_features = head.state_encoder(inputs.state.to(self.device), cat_ids)
         clock.lap("adapter", self.device)
-        velocities: list[torch.Tensor] = []
-
-        def on_step(i: int, v: torch.Tensor) -> None:
-            velocities.append(v)
-            clock.lap(f"dit_step_{i}", self.device)
-
-        action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(self.device), on_step,
-                                  inpaint=inputs.inpaint, guide=inputs.guide)
+        taps = self.denoise(vl_embs, state_features, cat_ids, inputs, clock)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_features": vision, "vit_embeds": vit_embeds,
-                "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features,
-                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
+                "backbone_features": backbone_features, "vl_embs": vl_embs, "state_features": state_features, **taps}

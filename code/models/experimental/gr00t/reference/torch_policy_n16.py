@@ -226,15 +226,7 @@ class ReferencePolicyN16(ReferencePolicyBase):
         vl_embs = head.condition(features)
         state_features = head.state_encoder(inputs.state.to(dev, vl_embs.dtype), cat_ids)
         clock.lap("adapter", dev)
-        velocities: list[torch.Tensor] = []
-
-        def on_step(i: int, v: torch.Tensor) -> None:
-            velocities.append(v)
-            clock.lap(f"dit_step_{i}", dev)
-
-        action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(dev), on_step, key_masks,
-                                  inpaint=inputs.inpaint, guide=inputs.guide)
+        taps = self.denoise(vl_embs, state_features, cat_ids, inputs, clock, key_masks)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "image_tokens": torch.cat(image_tokens), "image_mask": image_mask,
-                "backbone_features": features, "vl_embs": vl_embs, "state_features": state_features,
-                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
+                "backbone_features": features, "vl_embs": vl_embs, "state_features": state_features, **taps}

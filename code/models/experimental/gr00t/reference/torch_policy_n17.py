@@ -74,16 +74,9 @@ class ReferencePolicyN17(ReferencePolicyBase):
         image_mask = out["image_mask"]
         key_masks = {"text": ~image_mask, "image": image_mask}  # no padding: stacked requests share one prompt length
         clock.lap("adapter", dev)
-        velocities: list[torch.Tensor] = []
-
-        def on_step(i: int, v: torch.Tensor) -> None:
-            velocities.append(v)
-            clock.lap(f"dit_step_{i}", dev)
-
-        action_pred = head.sample(vl_embs, state_features, cat_ids, inputs.noise.to(dev), on_step, key_masks,
-                                  inpaint=inputs.inpaint, guide=inputs.guide)
+        taps = self.denoise(vl_embs, state_features, cat_ids, inputs, clock, key_masks)
         return {"pixel_values": inputs.pixel_values, "input_ids": inputs.input_ids, "state": inputs.state,
                 "noise": inputs.noise, "vision_embeds": out["vision_embeds"],
                 "backbone_features": out["backbone_features"], "vl_embs": vl_embs, "state_features": state_features,
-                **{f"velocity_{i}": v for i, v in enumerate(velocities)}, "action_pred": action_pred}
+                **taps}
 

@@ -59,10 +59,12 @@ class SiglipMLP(nn.Module):
 
 
 class SiglipEncoderLayer(nn.Module):
+    attention = SiglipAttention  # N1.6's SigLIP2 layer swaps in its per-image attention (torch_eagle3_n16)
+
     def __init__(self, c: SiglipConfig):
         super().__init__()
         self.layer_norm1 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.self_attn = SiglipAttention(c)
+        self.self_attn = self.attention(c)
         self.layer_norm2 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.mlp = SiglipMLP(c)
 
