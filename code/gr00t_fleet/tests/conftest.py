@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,13 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from gr00t_fleet.local import free_port, processes_under, start_local, stop_local
+
 CODE = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -59,21 +54,6 @@ def replica_env(cache: Path) -> dict[str, str]:
             "GR00T_DRAIN_TIMEOUT_S": "30"}
 
 
-def processes_under(marker: str) -> list[int]:
-    """PIDs of live processes whose command line mentions ``marker`` (Ray's temp dir is on every one of its)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if marker in cmd and ") Z " not in stat:  # zombies are gone already, only not yet reaped
-                pids.append(int(entry.name))
-    return pids
-
-
 @dataclass
 class Fleet:
     url: str
@@ -94,15 +74,12 @@ class Fleet:
             time.sleep(0.5)
         raise AssertionError(f"{n} replicas not ready in {timeout_s} s: {last}")
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> list[int]:
+        """Serve and Ray shut down; the cluster's processes still running after 30 s (none, normally)."""
         if not self.up:
-            return
-        import ray
-        from ray import serve
-
+            return processes_under(self.temp_dir)
         self.up = False
-        serve.shutdown()
-        ray.shutdown()
+        return stop_local(self.temp_dir)
 
 
 @pytest.fixture(scope="session")
@@ -112,20 +89,16 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fleet(cache):
-    import ray
     from ray import serve
 
     from gr00t_fleet.app import build
 
     temp_dir = tempfile.mkdtemp(prefix="gr00t-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    port = free_port()
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only test cluster
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    url = start_local(temp_dir, free_port())
     args = {"replicas": 2, "drills": True, "env": replica_env(cache), "health_check_period_s": 1.0}
     t = time.time()
     serve.run(build(args), blocking=False)
-    f = Fleet(f"http://127.0.0.1:{port}", temp_dir, args)
+    f = Fleet(url, temp_dir, args)
     f.wait_ready(2)
     print(f"fleet up in {time.time() - t:.1f} s")
     yield f

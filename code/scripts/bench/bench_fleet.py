@@ -48,6 +48,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's shared client helpers
 from bench_http import cpu_model, summary, write_result
 
+from gr00t_fleet.local import free_port, start_local, stop_local
+
 ROOT = Path(__file__).resolve().parents[3]
 CLIENT = "http.client.HTTPConnection, HTTP/1.1 keep-alive: one connection per client, reused for every request"
 
@@ -86,14 +88,6 @@ class Client:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stats(values: list[float]) -> dict[str, float]:
@@ -169,21 +163,6 @@ def deploy(url: str, args: dict, n: int, timeout_s: float = 300) -> list[dict]:
             return replicas
         time.sleep(0.5)
     raise SystemExit(f"bench_fleet: {n} replica(s) not ready in {timeout_s:.0f} s: {fleet_replicas(url)}")
-
-
-def ray_processes(marker: str) -> list[int]:
-    """Live processes whose command line names ``marker`` (Ray's temp dir)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                zombie = ") Z " in (entry / "stat").read_text()
-            except OSError:
-                continue
-            if marker in cmd and not zombie:
-                pids.append(int(entry.name))
-    return pids
 
 
 # ---- the measurements ----
@@ -378,7 +357,6 @@ def main(argv=None) -> int:
     t_start = time.time()
     import ray
     import torch
-    from ray import serve
 
     # SIGTERM ends the run as Ctrl-C does, through the finally blocks (Ray down, server stopped)
     signal.signal(signal.SIGTERM, interrupted)
@@ -403,12 +381,8 @@ def main(argv=None) -> int:
         proc, single = boot_single(env, work / "single.log")
         print(f"    ready in {time.time() - t:.1f} s at {single}", flush=True)
         print(f"==> fleet: local Ray cluster (num_cpus=2, temp dir {work}/ray), 1 replica of 1 CPU", flush=True)
-        port = free_port()
-        os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only cluster
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=str(work / "ray"))
-        ray_up = True
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        fleet = f"http://127.0.0.1:{port}"
+        ray_up = True  # from here on (also when the start fails half-way) stop_local shuts down what started
+        fleet = start_local(str(work / "ray"), free_port())
         print(f"    Serve's HTTP proxy at {fleet}", flush=True)
         result["fleet_1_replicas"] = deploy(fleet, fleet_args, 1)
         status, demo_body = Client(single).json("GET", "/demo")
@@ -439,16 +413,11 @@ def main(argv=None) -> int:
         two["sticky"] = all(list(two["per_session"][s]["served_by"]) == [two["expected_owner"][s]] for s in sessions)
         print(f"    {two['throughput_rps']:.2f} answers/s; every session on its owner: {two['sticky']}", flush=True)
     finally:
+        left: list[int] = []
         if ray_up:
             print("==> shutting down Ray Serve and Ray", flush=True)
-            try:
-                serve.shutdown()
-            finally:
-                ray.shutdown()
+            left = stop_local(str(work))
         stop_single(proc)
-        deadline = time.time() + 30
-        while (left := ray_processes(str(work))) and time.time() < deadline:
-            time.sleep(0.5)
         if left:
             print(f"bench_fleet: warning: processes still running after shutdown: {left}", file=sys.stderr)
         result["leftover_processes"] = len(left)

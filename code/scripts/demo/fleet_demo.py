@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -36,12 +35,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/scripts: bench_http's helpers
 from bench_http import cpu_model
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def call(url: str, path: str, body: dict | None = None, timeout_s: float = 30.0) -> tuple[int, dict, dict]:
@@ -121,19 +114,6 @@ def fleet_counters(url: str) -> dict:
     return out
 
 
-def ray_processes(marker: str) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace") and \
-                        ") Z " not in (entry / "stat").read_text():
-                    out.append(int(entry.name))
-            except OSError:
-                pass
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robots", type=int, default=4)
@@ -151,22 +131,19 @@ def main() -> int:
     from ray import serve
 
     from gr00t_fleet.app import build
+    from gr00t_fleet.local import free_port, start_local, stop_local
 
     temp_dir = tempfile.mkdtemp(prefix="gr00t-ray-", dir="/tmp")
     cache = Path(os.environ.get("GR00T_CACHE", Path.home() / ".cache" / "gr00t-p150"))
     env = {"GR00T_VERSION": args.version, "GR00T_WEIGHTS": "synthetic:tiny", "GR00T_WARMUP_RUNS": "1",
            "GR00T_CACHE": str(cache), "GR00T_TORCH_DTYPE": "float32"}
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a loopback-only demo cluster
     t_start = time.time()
     print(f"==> local Ray cluster (2 CPUs, temp {temp_dir}) and the fleet: 2 CPU replicas, {args.version} "
           "synthetic:tiny", flush=True)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir)
+    url = start_local(temp_dir, free_port())
     robots: list[Robot] = []
     result: dict = {}
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(build({"replicas": 2, "env": env, "health_check_period_s": 1.0}), blocking=False)
         info = {}
         for _ in range(240):
@@ -221,13 +198,7 @@ def main() -> int:
                   "totals": {k: sum(r[k] for r in reports) for k in ("requests", "answered", "retryable",
                                                                      "other_errors")}}
     finally:
-        serve.shutdown()
-        ray.shutdown()
-        for _ in range(60):
-            if not ray_processes(temp_dir):
-                break
-            time.sleep(0.5)
-        left = ray_processes(temp_dir)
+        left = stop_local(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
     if not result:
         return 1
