@@ -7,6 +7,8 @@
 # fused projections, per-stage CUDA graphs, CUDA-event stage timing) with its action PCC / max |d| per
 # group against the golden; then the CUDA tests of test_fast_policy.py on tiny checkpoints. Results and
 # logs go to $OUT (JSON per version, one log). Budget: about 6 of the 8 minutes on an H200.
+# DEVICE_VERSIONS (default "n15 n17") picks the versions: N1.6 is a second call of its own,
+#   run(command="DEVICE_VERSIONS=n16 bash code/scripts/device_check_cuda.sh", carry=[".cache/device"], timeout_s=540)
 #
 #   here, once:   code/scripts/device_check_cuda.sh --prepare     (BPE files -> .cache/device/site, git-ignored)
 #   device tool:  run(command="bash code/scripts/device_check_cuda.sh", carry=[".cache/device"], timeout_s=540)
@@ -110,7 +112,7 @@ fi
     echo "FAIL: $DEVICE_DIR/site missing: run code/scripts/device_check_cuda.sh --prepare here and carry .cache/device"; exit 2; }
 
 status=0
-for v in n15 n17; do
+for v in ${DEVICE_VERSIONS:-n15 n17}; do
     echo "== $v: synthetic full checkpoint + bench_backend --device cuda"
     SECONDS=0
     timeout 260 $PY code/scripts/bench/bench_backend.py --version "$v" --device cuda --dtype bfloat16 --n 20 --warmup 3 \
@@ -120,7 +122,8 @@ for v in n15 n17; do
 done
 
 echo "== CUDA tests on tiny checkpoints"
-timeout 120 $PY -m pytest code/models/experimental/gr00t/tests/host/test_fast_policy.py -q -p no:cacheprovider \
+timeout 120 $PY -m pytest code/models/experimental/gr00t/tests/host/test_fast_policy.py \
+    code/models/experimental/gr00t/tests/host/test_fast_policy_n16.py -q -p no:cacheprovider \
     -k "cuda" -rs || { echo "FAIL: CUDA tests"; status=1; }
 echo "== exit $status"
 exit $status

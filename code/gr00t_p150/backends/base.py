@@ -30,7 +30,8 @@ class Backend(Protocol):
 
     @property
     def action_shape(self) -> tuple[int, int]:
-        """(horizon, action_dim) of the model-space chunk."""
+        """(horizon, action_dim) of the served model-space chunk: the rows a robot executes and an RTC prefix may
+        cover (N1.6: the tag's horizon, not the 50-row noise envelope)."""
 
     @property
     def stage(self) -> str:
@@ -42,6 +43,9 @@ class Backend(Protocol):
 
     def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs):
         """A session's previous chunk rows ``steps`` in the model space of a new request's ``inputs`` (RTC)."""
+
+    def modality_config(self) -> dict | None:
+        """The served tag's modality config as the checkpoint stores it (N1.6), or None (the wire builds it)."""
 
     def batch_buckets(self, max_batch: int) -> list[int] | None:
         """The static batch sizes that batches of up to ``max_batch`` run at (each built at boot), or None where
@@ -93,6 +97,9 @@ class PolicyBackend:
     def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs):
         """The policy's own re-expression of a previous chunk (N1.7: absolute actions against the new state)."""
         return self.policy.frozen_prefix(last_normalized, last_actions, steps, inputs)
+
+    def modality_config(self) -> dict | None:
+        return self.policy.checkpoint_modality_config()
 
     def batch_buckets(self, max_batch: int) -> list[int] | None:
         return None

@@ -97,10 +97,11 @@ def choose(requested: str, *, version: str, mock: bool = False) -> tuple[str, st
     from models.experimental.gr00t.tt.runner import device_present  # imports no ttnn
 
     present = device_present()
-    if present and get_spec(version).ttnn:
+    spec = get_spec(version)
+    if present and spec.ttnn:
         return "ttnn", "ttnn (auto: a Tenstorrent device is present)"
     if present:
-        return "torch", (f"auto: a Tenstorrent device is present but the TT-NN port does not serve {version}; ")
+        return "torch", f"auto: a Tenstorrent device is present but {spec.ttnn_refusal}; "
     return "torch", "auto: no Tenstorrent device; "
 
 

@@ -118,8 +118,7 @@ class TorchBackend(PolicyBackend):
 
     @property
     def action_shape(self) -> tuple[int, int]:
-        h = self.policy.config.action_head
-        return h.action_horizon, h.action_dim
+        return self.policy.chunk_shape
 
     @property
     def is_reference(self) -> bool:

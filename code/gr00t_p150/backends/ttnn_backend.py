@@ -86,8 +86,7 @@ class TTNNBackend(PolicyBackend):
 
         spec = get_spec(version)
         if not spec.ttnn:
-            raise TTNNBackendError(f"GR00T_VERSION={version}: the TT-NN port does not serve this version; "
-                                   "use GR00T_BACKEND=torch")
+            raise TTNNBackendError(f"GR00T_VERSION={version}: {spec.ttnn_refusal}")
         from models.experimental.gr00t.common.observation import parse_observation
         from models.experimental.gr00t.tt.policy import TTPolicy
         from models.experimental.gr00t.tt.runner import check_num_cqs, open_model_device

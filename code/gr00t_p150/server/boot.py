@@ -54,7 +54,7 @@ def boot(config: ServerConfig) -> Booted:
         raise BootError(str(exc)) from None
     if weights.synthetic:
         log.warning("Weights are SYNTHETIC (random, %s): responses are not a policy", weights.source)
-    request = load_demo_request(config.version)
+    request = load_demo_request(config.version, config.layout)
     backend = open_configured_backend(config, weights, request)
     booted = Booted(config, layout, weights, backend)
     try:

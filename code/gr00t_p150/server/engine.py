@@ -73,8 +73,12 @@ class Engine:
 
     @property
     def action_shape(self) -> tuple[int, int]:
-        """(horizon, action_dim) of the model-space chunk."""
+        """(horizon, action_dim) of the served model-space chunk."""
         return self.backend.action_shape
+
+    def modality_config(self) -> dict | None:
+        """The served tag's modality config as the checkpoint stores it (N1.6), or None (the wire builds it)."""
+        return self.backend.modality_config()
 
     @property
     def rtc_variants(self) -> tuple[str, ...]:

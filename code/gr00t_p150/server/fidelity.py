@@ -65,9 +65,9 @@ def resolve_golden(config: ServerConfig, weights: WeightsInfo, backend, obs, req
     c = config
     if c.golden:
         return read_golden(c.golden), f"file {c.golden}"
-    from models.experimental.gr00t.common.demo import DEMO_DIR
+    from models.experimental.gr00t.common.demo import demo_path
 
-    shipped = DEMO_DIR / c.version / "expected.json"
+    shipped = demo_path(c.version, c.layout) / "expected.json"
     if weights.source == "synthetic:tiny" and shipped.is_file():
         golden = read_golden(shipped)
         if golden.get("weights", {}).get("fingerprint") != weights.fingerprint:

@@ -150,12 +150,15 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
     env = os.environ if env is None else env
     version = _choice(env, "GR00T_VERSION", None, tuple(SPECS))
     spec = SPECS[version]
-    layout = env.get("GR00T_LAYOUT", spec.layout)
-    if layout != spec.layout:
-        raise SettingError(f"GR00T_LAYOUT={layout!r}: version {version} serves layout {spec.layout!r}")
     embodiment = env.get("GR00T_EMBODIMENT", spec.embodiment)
-    if embodiment != spec.embodiment:
-        raise SettingError(f"GR00T_EMBODIMENT={embodiment!r}: layout {layout!r} serves {spec.embodiment!r}")
+    tags = [s.embodiment for s in spec.served]
+    if embodiment not in tags:
+        raise SettingError(f"GR00T_EMBODIMENT={embodiment!r}: version {version} serves {tags}")
+    served = spec.serving(embodiment)
+    layout = env.get("GR00T_LAYOUT", served.layout)
+    if layout != served.layout:
+        raise SettingError(f"GR00T_LAYOUT={layout!r}: version {version} serves embodiment {embodiment!r} with "
+                           f"layout {served.layout!r}")
     revision = env.get("TT_WEIGHTS_REVISION", spec.revision)
     if not re.fullmatch(r"[0-9a-f]{40}", revision):
         raise SettingError(f"TT_WEIGHTS_REVISION={revision!r}: expected a 40-hex commit sha")
@@ -176,6 +179,9 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
     if golden and not Path(golden).is_file():
         raise SettingError(f"GR00T_GOLDEN={golden!r}: file not found")
     cache = Path(env.get("GR00T_CACHE") or Path.home() / ".cache" / "gr00t-p150")
+    backend = _choice(env, "GR00T_BACKEND", "auto", BACKENDS)
+    if backend == "ttnn" and not spec.ttnn:
+        raise SettingError(f"GR00T_BACKEND=ttnn: GR00T_VERSION={version} cannot run there: {spec.ttnn_refusal}")
     return ServerConfig(
         version=version,
         embodiment=embodiment,
@@ -183,7 +189,7 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
         weights=weights,
         weights_repo=spec.hf_repo,
         weights_revision=revision,
-        backend=_choice(env, "GR00T_BACKEND", "auto", BACKENDS),
+        backend=backend,
         torch_device=_choice(env, "GR00T_TORCH_DEVICE", "auto", TORCH_DEVICES),
         torch_dtype=_choice(env, "GR00T_TORCH_DTYPE", "auto", TORCH_DTYPES),
         torch_path=_choice(env, "GR00T_TORCH_PATH", "auto", TORCH_PATHS),

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import base64
 import copy
-import subprocess
-import sys
-import time
-import urllib.request
 
 import numpy as np
 import pytest
 
 
-from .conftest import CODE, assert_matches_golden, free_port, png, reference_answer_of
-from .test_process import start
+from .conftest import assert_matches_golden, png, reference_answer_of
+from .test_process import smoke_test_on_a_live_server
 from .test_validation import png_with_rows
 
 
@@ -97,25 +93,8 @@ def test_a_square_frame_is_refused_by_its_header_before_any_pixel_is_decoded(n17
 
 
 def test_smoke_test_passes_against_a_live_n17_server(n17_env, tmp_path):
-    port, log = free_port(), tmp_path / "server.log"
-    proc = start(n17_env, port, log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(360):
-            if proc.poll() is not None:
-                pytest.fail(log.read_text())
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        out = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url],
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
-        assert "(stage reference-fp32-cpu;" in out.stdout, out.stdout
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    out = smoke_test_on_a_live_server(n17_env, tmp_path / "server.log")
+    assert "(stage reference-fp32-cpu;" in out, out
 
 
 def test_inpaint_rtc_runs_on_n17_with_the_previous_chunk_re_expressed(n17, droid_request):

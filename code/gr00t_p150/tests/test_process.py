@@ -53,6 +53,25 @@ def serve(env: dict, log: Path, timeout_s: float = 180):
     pytest.fail(f"server not ready:\n{log.read_text()[-4000:]}")
 
 
+def smoke_test(url: str, *args: str) -> subprocess.CompletedProcess:
+    """``smoke_test.py --url url`` against a live server, as an operator runs it."""
+    return subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url, *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def smoke_test_on_a_live_server(env: dict, log: Path) -> str:
+    """Start a server process with ``env``, run the smoke test against it, stop it; the test's stdout (asserted
+    PASS)."""
+    proc, url = serve(env, log, timeout_s=180)
+    try:
+        out = smoke_test(url)
+        assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
+        return out.stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def served(env: dict, log: Path, timeout_s: float = 180):
     """A fixture body: serve, yield (url, log), then terminate the server and wait for it."""
     proc, url = serve(env, log, timeout_s)
@@ -77,8 +96,7 @@ def test_boot_log_uses_the_phrases_tt_serve_watches(live_server):
 
 def test_smoke_test_passes(live_server):
     url, _ = live_server
-    proc = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url],
-                          capture_output=True, text=True, timeout=300)
+    proc = smoke_test(url)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("PASS smoke_test") and proc.stdout.count("\n") == 1
     assert "(stage reference-fp32-cpu; PCC 1.000000" in proc.stdout, proc.stdout  # what is served, as /info says

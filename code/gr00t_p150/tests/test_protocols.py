@@ -272,9 +272,28 @@ def _n17_frozen_rows(engine, request, previous: dict) -> dict:
     return {k: v[:len(rows)] for k, v in decode_actions(chunk, state, stats, layout).items()}
 
 
+def _n16_frozen_rows(engine, request, previous: dict) -> dict:
+    """N1.6's counterpart: relative keys re-expressed against the request's state with the new steps' statistics,
+    absolute keys normalised and clipped (``normalization_n16.encode_actions``), decoded back."""
+    from models.experimental.gr00t.common.normalization_n16 import decode_actions, encode_actions
+    from models.experimental.gr00t.common.observation import parse_observation
+
+    policy = engine.backend.policy
+    state = engine.backend.prepare(parse_observation(request, engine.layout), seed=0).inputs.raw_state
+    rows = encode_actions(previous, state, policy.stats, policy.processing)
+    h = policy.config.action_head
+    chunk = np.zeros((h.action_horizon, h.action_dim), np.float32)  # the 50 × 128 envelope decode_actions slices
+    chunk[:len(rows), :rows.shape[1]] = rows
+    return {k: v[:len(rows)] for k, v in decode_actions(chunk, state, policy.stats, policy.processing).items()}
+
+
+# What inpainting must put in the frozen rows, per version: N1.5's absolute actions are the previous rows as they are
+FROZEN_ROWS = {"n15": lambda engine, request, previous: previous, "n16": _n16_frozen_rows, "n17": _n17_frozen_rows}
+
+
 def test_rtc_over_zmq_and_websocket(served):
     """Server-side RTC is not HTTP's alone: over ZMQ an inpaint request freezes the previous chunk's steps (the
-    same rows in physical units for N1.5's absolute actions; for N1.7's relative ones the rows after the
+    same rows in physical units for N1.5's absolute actions; for N1.6's and N1.7's relative ones the rows after the
     re-expression and its clipping to the new steps' statistics) and reports its plan in ``info["rtc"]``; over
     the openpi websocket a guided request reports its plan and a malformed ``rtc`` is refused with its field."""
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
@@ -292,8 +311,7 @@ def test_rtc_over_zmq_and_websocket(served):
     off, frozen = plan["offset"], plan["frozen"]
     assert plan["variant"] == "inpaint" and frozen == min(3, horizon - off) > 0, plan
     want = {k: v[0, off:off + frozen] for k, v in first.items()}
-    if layout.name != "gr1":  # N1.7: the frozen rows as the server re-expressed and clipped them (encode_actions)
-        want = _n17_frozen_rows(http.app.state.engine, demo, want)
+    want = FROZEN_ROWS[config.version](http.app.state.engine, demo, want)  # as the server re-expressed them
     for k in first:
         np.testing.assert_allclose(second[k][0, :frozen], want[k], rtol=0, atol=1e-4)
     assert any(not np.allclose(second[k][0, frozen:], first[k][0, frozen:]) for k in first)  # the rest is new

@@ -72,7 +72,7 @@ def test_this_cpu_s_bf16_units_are_what_its_flags_say():
     assert ("AMX-BF16" in units) == ("amx_bf16" in flags)
 
 
-@pytest.mark.parametrize("version", ["n15", "n17"])
+@pytest.mark.parametrize("version", ["n15", "n16", "n17"])
 def test_a_bf16_cpu_server_boots_through_the_gate_and_answers_deterministically(server_env, version):
     """Forced bf16 (emulated on a CPU without native bf16: slower, the same numbers), tiny checkpoint."""
     from models.experimental.gr00t.common.quality import BF16_ACTION_PCC_MIN, pcc

@@ -71,9 +71,22 @@ DROID_CASES = {
     "degenerate_rotation": (lambda r: r["state"].update(eef_9d=[[0.5, 0.0, 0.4] + [0.0] * 6]), "state.eef_9d"),
     "gr1_embodiment": (lambda r: r.update(embodiment="gr1"), "embodiment"),
 }
+N16_CAM = "ego_view_bg_crop_pad_res256_freq20"  # N1.6 GR1's one camera (its modality config's video key)
+N16_CASES = {
+    "n15_camera": (lambda r: r["images"].update(ego_view=r["images"].pop(N16_CAM)), "images.ego_view"),
+    "missing_camera": (lambda r: r.update(images={}), f"images.{N16_CAM}"),
+    "two_frames": (lambda r: r["images"].update({N16_CAM: [r["images"][N16_CAM]] * 2}), f"images.{N16_CAM}"),
+    "missing_waist": (lambda r: r["state"].pop("waist"), "state.waist"),
+    "waist_too_short": (lambda r: r["state"].update(waist=[[0.0, 0.0]]), "state.waist"),
+    "n15_noise_shape": (lambda r: r.update(noise=[[0.0] * 32] * 16), "noise"),
+    "horizon_only_noise": (lambda r: r.update(noise=r["noise"][:16]), "noise"),  # the envelope is 50 × 128
+    "long_instruction": (lambda r: r.update(instruction=" ".join(["pear"] * 103)), "instruction"),
+    "punctuation_only": (lambda r: r.update(instruction="?!"), "instruction"),
+    "g1_embodiment": (lambda r: r.update(embodiment="unitree_g1"), "embodiment"),
+}
 # The registry's versions, each with its layout's cases and how exactly the field is named: "prefix" where the
 # schema names an item inside the field (state.left_arm.0.0), "exact" where the layout's checks name it.
-MALFORMED = {"n15": (CASES, "prefix"), "n17": (DROID_CASES, "exact")}
+MALFORMED = {"n15": (CASES, "prefix"), "n16": (N16_CASES, "exact"), "n17": (DROID_CASES, "exact")}
 
 
 @pytest.mark.parametrize(("version", "case"), [(v, c) for v, (cases, _) in MALFORMED.items() for c in cases],

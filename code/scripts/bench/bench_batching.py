@@ -11,7 +11,7 @@ and waits for the answer; a tick that finds its request still out is skipped. Ev
 per second, all robots together), the client-side latency p50 / p99, and the mean batch size the answers report.
 The servers are booted here, one at a time, on 127.0.0.1 (loopback only), and stopped after their mode.
 
-    python code/scripts/bench/bench_batching.py [--version n15] [--weights synthetic:tiny] [--robots 1,2,4,8]
+    python code/scripts/bench/bench_batching.py [--version n15|n16|n17] [--weights synthetic:tiny] [--robots 1,2,4,8]
         [--hz 30] [--seconds 10] [--min-requests 3] [--window-ms 3] [--torch-path reference|fast]
         [--torch-dtype float32|bfloat16] [--json out.json]
 
@@ -134,7 +134,7 @@ def robots(url: str, request: dict, n: int, hz: float, seconds: float, min_reque
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", default="n15", choices=("n15", "n17"))
+    ap.add_argument("--version", default="n15", choices=("n15", "n16", "n17"))
     ap.add_argument("--weights", default="synthetic:tiny")
     ap.add_argument("--robots", default="1,2,4,8")
     ap.add_argument("--hz", type=float, default=30.0)

@@ -136,7 +136,7 @@ def add_routes(app: FastAPI, service: Service) -> None:
 
         engine = service.serving_engine()
         golden, booted = engine.booted.golden, engine.booted
-        return {"request": load_demo_request(engine.config.version),
+        return {"request": load_demo_request(engine.config.version, engine.config.layout),
                 "expected": {"actions": golden["actions"], "action_pred_normalized": golden["action_pred_normalized"]},
                 "expected_source": booted.golden_source,
                 "expected_weights": golden.get("weights"),

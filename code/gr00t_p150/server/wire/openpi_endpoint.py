@@ -59,9 +59,10 @@ class OpenpiPolicyEndpoint:
         engine = self.service.engine
         lay = engine.layout
         horizon, _ = engine.action_shape
+        hw = lay.wire.image_hw  # None where the embodiment's camera size is not known (N1.6 G1)
         return {"action_horizon": int(horizon), "action_keys": lay.action_keys, "action_dims": lay.action_dims,
                 "embodiment": lay.embodiment, "embodiment_tag": lay.embodiment, "version": engine.config.version,
-                "image_resolution": list(lay.wire.image_hw), "frames_per_camera": lay.frames_per_camera,
+                "image_resolution": None if hw is None else list(hw), "frames_per_camera": lay.frames_per_camera,
                 "observation_keys": [f"observation/{c}" for c in lay.cameras]
                 + [f"observation/{g}" for g, _ in lay.state_groups] + ["prompt"],
                 "needs_session_id": False, "sessions": "optional: session_id, seq (increasing), control_hz, rtc "

@@ -107,7 +107,7 @@ class ZmqPolicyEndpoint:
                                    "rtc": self.service.rtc_capabilities(),
                                    "batching": engine.batching_info()}), False
             if endpoint == "get_modality_config":  # NVIDIA's PolicyClient gets its ModalityConfig objects back
-                config = modality_config(engine.layout, engine.action_shape[0])
+                config = engine.modality_config() or modality_config(engine.layout, engine.action_shape[0])
                 return groot_pack({k: ModalityConfigJSON(v) for k, v in config.items()}), False
             if endpoint != "get_action":
                 names = "ping, get_action, reset, get_modality_config, get_server_info"

@@ -22,7 +22,7 @@ class WireModality:
 
     video_delta: tuple[int, ...]
     language_key: str
-    image_hw: tuple[int, int]  # the frame size the embodiment's cameras deliver (DROID letterboxes to 180×320)
+    image_hw: tuple[int, int] | None  # the frame size its cameras deliver (DROID letterboxes to 180×320); None: unknown
     action_reps: tuple[tuple[str, str, str, str | None], ...] = ()  # (key, rep, type, format) or empty
 
 
@@ -118,9 +118,9 @@ def _n16_layout(name: str, e: N16Embodiment, image_hw: tuple[int, int] | None) -
     tag disagrees with its row. ``state_encoding`` / ``action_normalization`` describe the released configs only;
     ``max_text_tokens`` (the formalised instruction's tokens) is ours, as N1.5 GR1's 102 (NVIDIA has no limit);
     ``default_seed`` 0 for the CPU-generator noise of ``flow_matching.seeded_noise`` (NVIDIA draws unseeded, §9).
-    ``image_hw``: the frame size NVIDIA's data delivers, where the spec gives one (G1's is not known: no wire row)."""
+    ``image_hw``: the frame size NVIDIA's data delivers, where the spec gives one (G1's is not known: None)."""
     reps = tuple((k, "relative_add" if k in e.relative else "absolute") for k, _ in e.action_groups)
-    wire = None if image_hw is None else WireModality(
+    wire = WireModality(
         video_delta=(0,), language_key=e.language_key, image_hw=image_hw,
         action_reps=tuple((k, "RELATIVE" if k in e.relative else "ABSOLUTE", "NON_EEF", "DEFAULT")
                           for k, _ in e.action_groups) if e.lists_action_configs else ())
@@ -131,16 +131,17 @@ def _n16_layout(name: str, e: N16Embodiment, image_hw: tuple[int, int] | None) -
                   action_reps=reps, wire=wire)
 
 
-# GR00T N1.6 (issue 45), keyed by embodiment tag. Pending: not in ``LAYOUTS`` (nothing that enumerates the served
-# layouts sees them) until N1.6 has a registry row in ``versions.SPECS``. GR1: five groups incl. waist, horizon 16, one
-# 256×256 ego-view camera; unitree_g1 and oxe_widowx from NVIDIA's templates (bridge frames 256², spec §8).
+# GR00T N1.6, keyed by embodiment tag (``GR00T_EMBODIMENT``). GR1: five groups incl. waist, horizon 16, one 256×256
+# ego-view camera; unitree_g1 and oxe_widowx from NVIDIA's templates (bridge frames 256², spec §8).
 N16_LAYOUTS = {
     "gr1": _n16_layout("gr1_n16", N16_EMBODIMENTS["gr1"], (256, 256)),
     "unitree_g1": _n16_layout("unitree_g1", N16_EMBODIMENTS["unitree_g1"], None),
     "oxe_widowx": _n16_layout("oxe_widowx", N16_EMBODIMENTS["oxe_widowx"], (256, 256)),
 }
 
-LAYOUTS = {GR1.name: GR1, DROID.name: DROID}
+LAYOUTS = {lay.name: lay for lay in (GR1, DROID, *N16_LAYOUTS.values())}
+if set(LAYOUTS) != {name for spec in SPECS.values() for name in spec.layouts}:
+    raise ImportError("common/layouts.py: the layouts and the registry's served rows disagree")
 DEFAULT_LAYOUT = {v: s.layout for v, s in SPECS.items()}  # the layout each version serves
 
 

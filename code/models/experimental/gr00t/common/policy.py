@@ -76,7 +76,9 @@ def batch_key(inputs: PreparedInputs) -> tuple:
     the GEMMs' summation order."""
     grid = None if inputs.image_grid_thw is None else tuple(map(tuple, inputs.image_grid_thw.tolist()))
     rtc = "inpaint" if inputs.inpaint is not None else ("guided", inputs.guide.beta) if inputs.guide else None
-    return tuple(inputs.input_ids.shape), tuple(inputs.pixel_values.shape), grid, rtc
+    pv = inputs.pixel_values  # N1.6: a list of [3, H, W] when a request's images differ in shape
+    images = tuple(pv.shape) if isinstance(pv, torch.Tensor) else tuple(tuple(im.shape) for im in pv)
+    return tuple(inputs.input_ids.shape), images, grid, rtc
 
 
 def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
@@ -86,7 +88,8 @@ def stack_inputs(batch: list[PreparedInputs]) -> PreparedInputs:
         raise ValueError("stack_inputs takes requests of one batch_key (prompt length, images, RTC variant)")
     first = batch[0]
     return PreparedInputs(
-        pixel_values=torch.cat([p.pixel_values for p in batch]), input_ids=torch.cat([p.input_ids for p in batch]),
+        pixel_values=torch.cat([p.pixel_values for p in batch]) if isinstance(first.pixel_values, torch.Tensor)
+        else [im for p in batch for im in p.pixel_values], input_ids=torch.cat([p.input_ids for p in batch]),
         state=torch.cat([p.state for p in batch]), noise=torch.cat([p.noise for p in batch]),
         prompt_tokens=first.prompt_tokens, noise_source=first.noise_source, seed=first.seed,
         image_grid_thw=None if first.image_grid_thw is None else torch.cat([p.image_grid_thw for p in batch]),

@@ -48,11 +48,7 @@ EAGLE_TOKENS = ["<IMG_CONTEXT>", "<img>", "</img>", "<box>", "</box>", "<quad>",
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 _IMAGE_PLACEHOLDER = re.compile(r"<(?:image|video)-\d+>")
-# A version being built before its registry row exists (issue 45: N1.6): (tokenizer_env, eagle_tokens), the two
-# ``VersionSpec`` fields the tokenizer reads. The registry wins; drop the entry when the row lands.
-PENDING_TOKENIZERS = {"n16": ("GR00T_TOKENIZER_DIR_N16", True)}
-TOKENIZER_ENV = {**{v: env for v, (env, _) in PENDING_TOKENIZERS.items()},
-                 **{v: s.tokenizer_env for v, s in SPECS.items()}}  # a local tokenizer directory per version
+TOKENIZER_ENV = {v: s.tokenizer_env for v, s in SPECS.items()}  # a local tokenizer directory per version
 # The longest token of the Qwen3 BPE vocabulary is 128 bytes (128 spaces; measured on vocab.json, and a test
 # re-measures it), and a character is at least one byte: a text of n tokens has at most 128·n characters.
 # Anything longer is refused before tokenising (cheap, and a 16 MiB instruction no longer costs a minute).
@@ -72,7 +68,7 @@ def added_tokens(version: str) -> list[tuple[str, int, bool]]:
     if version not in TOKENIZER_ENV:
         raise ConfigError(f"no tokenizer recipe for version {version!r}")
     rows = [(t, QWEN3_FIRST_ADDED_ID + i, special) for i, (t, special) in enumerate(QWEN3_ADDED_TOKENS)]
-    eagle = SPECS[version].eagle_tokens if version in SPECS else PENDING_TOKENIZERS[version][1]
+    eagle = SPECS[version].eagle_tokens
     if not eagle:  # Qwen3-VL uses the vision tokens Qwen3 already has (151652-151656)
         return rows
     first = QWEN3_FIRST_ADDED_ID + len(QWEN3_ADDED_TOKENS)

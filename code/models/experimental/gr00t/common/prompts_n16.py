@@ -17,7 +17,7 @@ token.
 
 The tokenizer is N1.5's: Qwen3's BPE + Qwen3's added tokens + the Eagle tokens 151669–151679 (``<IMG_CONTEXT>``
 151669, ``<img>`` 151670, ``</img>`` 151671 are the ones the prompt uses; vocabulary 151680), assembled offline by
-``prompts.get_tokenizer("n16")`` (``PENDING_TOKENIZERS`` until N1.6 has a registry row; ``GR00T_TOKENIZER_DIR_N16``
+``prompts.get_tokenizer("n16")`` (``GR00T_TOKENIZER_DIR_N16``
 may name a prepared directory).
 
 Tokenising: the tokenizer splits on added tokens before BPE, so the prompt is encoded piece by piece between them.

@@ -33,21 +33,13 @@ from .embodiments_n16 import EMBODIMENT_IDS as N16_EMBODIMENT_IDS
 from .embodiments_n16 import EMBODIMENTS as N16_EMBODIMENTS
 from .embodiments_n16 import N16Embodiment
 from .layouts import DROID, GR1, Layout
-from .versions import PORT, SPECS, load
+from .versions import SPECS, load
 from .weights import TensorSpec
 
 SYNTHETIC_MARKER = "SYNTHETIC.json"
 METADATA_FILE = "experiment_cfg/metadata.json"
 DEFAULT_SHARD_BYTES = {"tiny": 16 * 2**20, "full": 5 * 10**9}  # HF's default max_shard_size is "5GB"
 GR1_RESOLUTION = (256, 256)  # [W, H] of the GR1 sim ego_view (NVIDIA's demo_data/robot_sim.PickNPlace)
-
-# A version being built up before its registry row exists (issue 45: N1.6), named by the same dotted paths a
-# ``VersionSpec`` row carries (config class, inventory, sidecars). Kept out of ``versions.SPECS`` so that nothing that
-# iterates the registry tries to boot it; drop the entry when the row lands (the registry wins anyway).
-PENDING_VERSIONS = {
-    "n16": (f"{PORT}.common.configs_n16:Gr00tN16Config", f"{PORT}.common.weights:n16_inventory",
-            f"{PORT}.common.synthetic:n16_sidecars"),
-}
 
 _NORM_SUFFIXES = ("norm.weight", "norm1.weight", "norm2.weight", "norm3.weight", "layernorm.weight",
                   "layer_norm1.weight", "layer_norm2.weight", "vlln.weight", "q_norm.weight", "k_norm.weight")
@@ -223,19 +215,16 @@ def n16_sidecars(seed: int) -> dict:
 
 
 def version_recipe(version: str) -> tuple[str, str, str]:
-    """Dotted paths of ``version``'s config class, tensor inventory and sidecar writer: its registry row, or its
-    ``PENDING_VERSIONS`` entry while it has none."""
-    if version in SPECS:
-        spec = SPECS[version]
-        return spec.config_cls, spec.inventory, spec.synthetic_sidecars
-    if version in PENDING_VERSIONS:
-        return PENDING_VERSIONS[version]
-    raise ValueError(f"unknown version {version!r}")
+    """Dotted paths of ``version``'s config class, tensor inventory and sidecar writer (its registry row)."""
+    if version not in SPECS:
+        raise ValueError(f"unknown version {version!r}")
+    spec = SPECS[version]
+    return spec.config_cls, spec.inventory, spec.synthetic_sidecars
 
 
 def write_checkpoint(out: str | Path, *, scale: str = "tiny", seed: int = 0, max_shard_bytes: int | None = None,
                      version: str = "n15", log: Callable[[str], None] | None = None) -> Path:
-    """Write a synthetic checkpoint of ``version`` (a registry row, or n16 from ``PENDING_VERSIONS``) to ``out`` and
+    """Write a synthetic checkpoint of ``version`` to ``out`` and
     return its path."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     config_cls, inventory_fn, sidecars_fn = version_recipe(version)

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Regenerate the shipped demo assets in ``code/models/experimental/gr00t/demo/<version>/``.
+"""Regenerate the shipped demo assets in ``code/models/experimental/gr00t/demo/<folder>/``: one folder per served
+embodiment of each version (``VersionSpec.demo_dir``: ``n15``, ``n17``, ``n16`` for N1.6 GR1, ``n16_unitree_g1``, ...).
 
-Each version's scene is its ``VersionSpec.demo`` row (``common/versions.py``):
+Each folder's scene is its ``Served.demo`` row (``common/versions.py``):
 - ``frames/*.png``: made-up scenes drawn with PIL (``scenes.py``; N1.5: one 256×256 GR1 ``ego_view`` of a
   counter with a pear and a plate; N1.7: DROID exterior and wrist views at t−15 and t, 320×180, of a
   table with a blue block and a green bowl). They are not NVIDIA data (not reachable offline).
 - ``observation.json``: those frames, made-up robot state and the published demo instruction.
-- ``noise.json``: an explicit initial noise (the row's shape, [16][32] or [40][132]; numpy seed 20251202, float32).
+- ``noise.json``: an explicit initial noise (the row's shape: [16][32], [40][132], N1.6 [50][128]; numpy seed
+  20251202, float32).
 - ``expected.json``: the fp32 CPU reference actions for that request on the ``synthetic:tiny``
   checkpoint (seed 0), with the checkpoint's content fingerprint; the server's fidelity gate uses it
   when serving ``GR00T_WEIGHTS=synthetic:tiny``.
@@ -17,7 +19,7 @@ every non-numeric field of ``expected.json`` (fingerprint, seq_len, ...) must be
 actions must be within ``common.quality``'s cross-machine rule of the shipped ones (bit-identical only
 on the machine and software that made them). It prints the max |d| it found.
 
-    .venv/bin/python code/models/experimental/gr00t/demo/make_demo.py [--version n15|n17|all] [--check]
+    .venv/bin/python code/models/experimental/gr00t/demo/make_demo.py [--version n15|n17|n16|all] [--check]
 """
 
 import argparse
@@ -35,16 +37,18 @@ HERE = Path(__file__).resolve().parent
 NOISE_SEED = 20251202
 
 
-def build(out: Path, version: str) -> dict:
+def build(out: Path, version: str, layout_name: str | None = None) -> dict:
     from models.experimental.gr00t.common.checkpoint import fingerprint
-    from models.experimental.gr00t.common.demo import load_demo_request
-    from models.experimental.gr00t.common.layouts import DEFAULT_LAYOUT, get_layout
+    from models.experimental.gr00t.common.demo import read_demo_request
+    from models.experimental.gr00t.common.layouts import get_layout
     from models.experimental.gr00t.common.observation import parse_observation
     from models.experimental.gr00t.common.policy import result_to_json
     from models.experimental.gr00t.common.synthetic import write_checkpoint
     from models.experimental.gr00t.reference.policies import load_reference_policy
 
-    scene, layout = get_spec(version).demo, get_layout(DEFAULT_LAYOUT[version])
+    spec = get_spec(version)
+    layout = get_layout(layout_name or spec.layout)
+    scene = next(s.demo for s in spec.served if s.layout == layout.name)
     (out / "frames").mkdir(parents=True, exist_ok=True)
     images = {}
     for cam, frames in load(scene.frames)(layout).items():
@@ -60,7 +64,7 @@ def build(out: Path, version: str) -> dict:
                                                          f"standard_normal({shape}), float32",
                                                 "noise": noise.tolist()}) + "\n")
 
-    request = load_demo_request(out.name, out.parent)
+    request = read_demo_request(out)
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = write_checkpoint(Path(tmp) / f"{version}-tiny", scale="tiny", seed=0, version=version,
                                 log=lambda _: None)
@@ -88,25 +92,27 @@ def compare_expected(fresh: dict, shipped: dict) -> tuple[bool, str]:
     return cmp.ok, "bit-identical to the shipped golden" if cmp.bit_identical else cmp.summary()
 
 
-def check(version: str) -> list[str]:
-    """Regenerate ``version``'s assets in a temporary folder; the stale ones, after printing each verdict."""
-    target, stale = HERE / version, []
+def check(version: str, layout: str) -> list[str]:
+    """Regenerate the assets of ``version``'s ``layout`` in a temporary folder; the stale ones, after printing each
+    verdict."""
+    folder = get_spec(version).demo_dir(layout)
+    target, stale = HERE / folder, []
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / version
-        build(fresh, version)
+        fresh = Path(tmp) / folder
+        build(fresh, version, layout)
         for name in sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file()):
             if not (target / name).is_file():
-                stale.append(f"{version}/{name}")
+                stale.append(f"{folder}/{name}")
                 continue
             if name != "expected.json":
                 if (fresh / name).read_bytes() != (target / name).read_bytes():
-                    stale.append(f"{version}/{name}")
+                    stale.append(f"{folder}/{name}")
                 continue
             ok, detail = compare_expected(json.loads((fresh / name).read_text()),
                                           json.loads((target / name).read_text()))
-            print(f"{version}/expected.json: {detail}")
+            print(f"{folder}/expected.json: {detail}")
             if not ok:
-                stale.append(f"{version}/{name}")
+                stale.append(f"{folder}/{name}")
     return stale
 
 
@@ -118,11 +124,13 @@ def main() -> int:
     args = ap.parse_args()
     stale = []
     for version in SPECS if args.version == "all" else (args.version,):
-        if args.check:
-            stale += check(version)
-            continue
-        e = build(HERE / version, version)
-        print(f"wrote {HERE / version}: seq_len {e['seq_len']}, prompt_tokens {e['prompt_tokens']}")
+        for layout in get_spec(version).layouts:
+            if args.check:
+                stale += check(version, layout)
+                continue
+            out = HERE / get_spec(version).demo_dir(layout)
+            e = build(out, version, layout)
+            print(f"wrote {out}: seq_len {e['seq_len']}, prompt_tokens {e['prompt_tokens']}")
     if args.check:
         print("demo assets up to date" if not stale else f"stale demo assets: {stale}")
     return 1 if stale else 0

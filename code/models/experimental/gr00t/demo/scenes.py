@@ -3,7 +3,10 @@
 (``common/versions.py``): robot state as the request sends it, and frames drawn with PIL.
 
 - N1.5 GR1: one 256×256 ``ego_view`` of a counter with a pear and a plate;
-- N1.7 DROID: exterior and wrist views at t−15 and t, 320×180, of a table with a blue block and a green bowl.
+- N1.7 DROID: exterior and wrist views at t−15 and t, 320×180, of a table with a blue block and a green bowl;
+- N1.6 GR1: N1.5's ego view (under the N1.6 camera name) and GR1 state with the waist;
+- N1.6 Unitree G1: one 320×240 (4:3) ego view of a table with an apple and a plate, legs/waist/arms/hands state;
+- N1.6 WidowX (bridge): one 256×256 top-down view of a spoon and a towel, the 8 one-wide state keys.
 """
 
 from __future__ import annotations
@@ -23,7 +26,20 @@ DROID_STATE = {
     "gripper_position": [0.0],
     "joint_position": [-0.005, 0.034, 0.001, -1.917, 0.164, 1.610, 0.084],
 }
-DROID_TIMES = ("tm15", "t0")  # the frames of each camera: t−15, t
+DROID_TIMES = ("tm15", "t0")
+GR1_N16_STATE = {**GR1_STATE, "waist": [[0.0, 0.02, -0.01]]}  # N1.6 GR1 adds the waist (yaw, pitch, roll)
+G1_STATE = {  # made-up Unitree G1 standing pose (rad): legs slightly bent, arms down, hands open
+    "left_leg": [[-0.10, 0.0, 0.0, 0.30, -0.20, 0.0]],
+    "right_leg": [[-0.10, 0.0, 0.0, 0.30, -0.20, 0.0]],
+    "waist": [[0.0, 0.0, 0.0]],
+    "left_arm": [[0.20, 0.25, 0.0, 0.90, 0.0, 0.0, 0.0]],
+    "right_arm": [[0.20, -0.25, 0.0, 0.90, 0.0, 0.0, 0.0]],
+    "left_hand": [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]],
+    "right_hand": [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]],
+}
+# made-up WidowX 250 end-effector pose (m, rad), the bridge data's zero pad and an open gripper (1 = open)
+WIDOWX_STATE = {"x": [0.31], "y": [0.02], "z": [0.12], "roll": [0.0], "pitch": [-0.05], "yaw": [0.01],
+                "pad": [0.0], "gripper": [1.0]}  # the frames of each camera: t−15, t
 
 
 def draw_scene() -> Image.Image:
@@ -72,3 +88,37 @@ def gr1_frames(layout) -> dict[str, list[tuple[str, Image.Image]]]:
 def droid_frames(layout) -> dict[str, list[tuple[str, Image.Image]]]:
     """{camera: [(file stem, frame), ...]}: each DROID camera at t−15 and t."""
     return {cam: [(f"{cam}_{t}", draw_droid(cam, t)) for t in DROID_TIMES] for cam in layout.cameras}
+
+
+def draw_g1() -> Image.Image:
+    """A 320×240 G1 ego view: a table with a red apple and a white plate, two hands at the bottom edge."""
+    img = Image.new("RGB", (320, 240), (200, 198, 190))
+    d = ImageDraw.Draw(img)
+    d.rectangle([0, 110, 319, 239], fill=(120, 96, 72))  # table
+    d.ellipse([190, 140, 270, 175], fill=(238, 238, 234), outline=(190, 190, 186), width=2)  # plate
+    d.ellipse([80, 135, 115, 170], fill=(200, 40, 40))  # apple
+    d.line([97, 135, 99, 126], fill=(80, 55, 30), width=3)
+    d.polygon([(30, 239), (70, 190), (110, 239)], fill=(70, 72, 78))  # left hand
+    d.polygon([(290, 239), (250, 190), (210, 239)], fill=(70, 72, 78))  # right hand
+    return img
+
+
+def draw_widowx() -> Image.Image:
+    """A 256×256 top-down bridge view: a blue towel, a metal spoon, the gripper above."""
+    img = Image.new("RGB", (256, 256), (176, 150, 118))  # wooden sink counter
+    d = ImageDraw.Draw(img)
+    d.rectangle([140, 130, 220, 200], fill=(60, 90, 170))  # towel
+    d.ellipse([50, 90, 80, 110], fill=(190, 190, 196))  # spoon bowl
+    d.line([78, 100, 120, 112], fill=(170, 170, 178), width=5)  # spoon handle
+    d.rectangle([110, 20, 130, 60], fill=(40, 40, 44))  # gripper
+    d.rectangle([104, 60, 112, 80], fill=(30, 30, 34))
+    d.rectangle([128, 60, 136, 80], fill=(30, 30, 34))
+    return img
+
+
+def g1_frames(layout) -> dict[str, list[tuple[str, Image.Image]]]:
+    return {cam: [(f"{cam}_t0", draw_g1())] for cam in layout.cameras}
+
+
+def widowx_frames(layout) -> dict[str, list[tuple[str, Image.Image]]]:
+    return {cam: [(f"{cam}_t0", draw_widowx())] for cam in layout.cameras}

@@ -24,6 +24,18 @@ class ReferencePolicyBase:
         self.device = next(model.parameters()).device
         self.cat_ids = torch.tensor([layout.embodiment_id], dtype=torch.int64, device=self.device)
 
+    @property
+    def chunk_shape(self) -> tuple[int, int]:
+        """(rows, width) of the served model-space chunk (``PolicyResult.action_pred``): the action head's horizon and
+        action dim. N1.6 overrides the rows: its noise covers a 50-step envelope, the tag's horizon is returned."""
+        h = self.config.action_head
+        return h.action_horizon, h.action_dim
+
+    def checkpoint_modality_config(self) -> dict | None:
+        """The served tag's modality config as the checkpoint stores it (N1.6: ``processor_config.json``), or None
+        where the wire protocols build it from the layout row (N1.5 has none; N1.7's is the layout's)."""
+        return None
+
     def denoise(self, vl_embs: torch.Tensor, state_features: torch.Tensor, cat_ids: torch.Tensor, inputs,
                 clock, key_masks=None) -> dict[str, torch.Tensor]:
         """The action head's Euler loop from the request's noise (RTC's prefix or guide when it has one), each step a

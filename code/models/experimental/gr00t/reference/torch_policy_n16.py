@@ -41,13 +41,14 @@ Decisions (the spec leaves them to us):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..common.checkpoint import LazyCheckpoint, read_json
+from ..common.checkpoint import LazyCheckpoint, load_module, read_json
 from ..common.configs_n16 import PROCESSOR_FILE, Gr00tN16Config, Gr00tN16ProcessorConfig
 from ..common.errors import CheckpointError, ConfigError, InputError
 from ..common.layouts import N16_LAYOUTS, Layout
@@ -60,8 +61,8 @@ from ..common.synthetic import synthetic_info
 from ..common.timing import Stopwatch
 from ..common.weights import ACTION_HEAD_PREFIX
 from .policy import ReferencePolicyBase
-from .torch_backbone_n16 import BACKBONE_PREFIX, Eagle3Backbone
-from .torch_gr00t_n16 import Gr00tN16ActionHead
+from .torch_backbone_n16 import BACKBONE_PREFIX, LM_HEAD_KEY, Eagle3Backbone
+from .torch_gr00t_n16 import MASK_TOKEN, Gr00tN16ActionHead
 
 STATE_DTYPES = {"float64": np.float64, "float32": np.float32}
 
@@ -75,16 +76,27 @@ class Gr00tN16(nn.Module):
         self.backbone, self.action_head = backbone, action_head
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: LazyCheckpoint, config: Gr00tN16Config,
-                        dtype: torch.dtype = torch.float32) -> "Gr00tN16":
+    def from_checkpoint(cls, checkpoint: LazyCheckpoint, config: Gr00tN16Config, dtype: torch.dtype = torch.float32,
+                        dtypes_of: Callable[[nn.Module], dict[str, torch.dtype]] | None = None) -> "Gr00tN16":
         """Both parts loaded strictly (the stored lm_head and a state-dropout ``mask_token`` tolerated); a tensor
-        under neither prefix is refused."""
+        under neither prefix is refused. ``dtypes_of`` (the meta model → its keys, with their ``backbone.`` /
+        ``action_head.`` prefixes, to load in another dtype): a mixed-precision model loaded as it will run, never
+        held in fp32, as ``Gr00tModel.from_checkpoint`` (``torch_fast/fast_cuda.mixed_precision_dtypes``)."""
         stray = sorted(n for n in checkpoint.names if not n.startswith((BACKBONE_PREFIX, ACTION_HEAD_PREFIX)))
         if stray:
             raise CheckpointError(f"{checkpoint.directory}: {len(stray)} tensor(s) outside backbone./action_head. "
                                   f"(first {stray[0]!r}): not an N1.6 checkpoint")
-        return cls(Eagle3Backbone.from_checkpoint(checkpoint, config.backbone, dtype=dtype),
-                   Gr00tN16ActionHead.from_checkpoint(checkpoint, config, dtype=dtype))
+        if dtypes_of is None:
+            return cls(Eagle3Backbone.from_checkpoint(checkpoint, config.backbone, dtype=dtype),
+                       Gr00tN16ActionHead.from_checkpoint(checkpoint, config, dtype=dtype))
+        with torch.device("meta"):  # the parts' own loaders, with each part's share of ``dtypes_of``
+            model = cls(Eagle3Backbone(config.backbone), Gr00tN16ActionHead(config.action_head))
+        dtypes = dtypes_of(model)
+        for part, prefix, optional in ((model.backbone, BACKBONE_PREFIX, (LM_HEAD_KEY,)),
+                                       (model.action_head, ACTION_HEAD_PREFIX, (MASK_TOKEN,))):
+            load_module(part, checkpoint, prefix=prefix, dtype=dtype, optional=optional,
+                        dtypes={k[len(prefix):]: v for k, v in dtypes.items() if k.startswith(prefix)})
+        return model.eval()
 
 
 def check_layout(layout: Layout, processing: N16Processing, directory: Path) -> Layout:
@@ -144,9 +156,8 @@ class ReferencePolicyN16(ReferencePolicyBase):
                         layout: str | None = None, dtypes_of=None) -> "ReferencePolicyN16":
         """The policy on ``directory``'s checkpoint for tag ``embodiment`` (or for the tag of the N1.6 layout named
         ``layout``: ``reference.policies.load_reference_policy``'s keyword), fp32. ``dtypes_of`` (a mixed-precision
-        load for a fast path) is refused: N1.6 has no fast path yet."""
-        if dtypes_of is not None:
-            raise ConfigError("N1.6 has no mixed-precision fast path yet: load the fp32 reference (dtypes_of=None)")
+        load for a fast path that takes the model over: ``Gr00tN16.from_checkpoint``) loads those parts in another
+        dtype."""
         directory = Path(directory)
         if layout is not None:
             rows = {row.name: row for row in N16_LAYOUTS.values()}
@@ -159,8 +170,20 @@ class ReferencePolicyN16(ReferencePolicyBase):
         processor = Gr00tN16ProcessorConfig.from_checkpoint(directory)
         processing, stats = N16Processing.from_checkpoint(directory, embodiment)
         lay = check_layout(N16_LAYOUTS[embodiment], processing, directory)
-        model = Gr00tN16.from_checkpoint(LazyCheckpoint(directory), config).to(device)
+        model = Gr00tN16.from_checkpoint(LazyCheckpoint(directory), config, dtypes_of=dtypes_of).to(device)
         return cls(model, config, lay, stats, directory, synthetic_info(directory), processing, processor)
+
+    @property
+    def chunk_shape(self) -> tuple[int, int]:
+        """The tag's horizon (GR1 16, G1 30, bridge 8) × the model's 128 columns: the rows ``finish`` returns and an
+        RTC prefix may cover; the noise still covers all 50 rows of the envelope."""
+        return self.processing.horizon, self.config.action_head.action_dim
+
+    def checkpoint_modality_config(self) -> dict:
+        """The tag's entry of ``processor_config.json``'s ``modality_configs``, as NVIDIA's N1.6 policy returns it to
+        ``get_modality_config`` (the ZMQ endpoint sends it verbatim)."""
+        return read_json(self.checkpoint_dir / PROCESSOR_FILE, "the N1.6 processor config")["processor_kwargs"][
+            "modality_configs"][self.processing.tag]
 
     # ---- host side ---------------------------------------------------------------------------------------------------
     def frames(self, obs: Observation) -> list[np.ndarray]:

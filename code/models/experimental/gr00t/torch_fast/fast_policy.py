@@ -71,6 +71,19 @@ def qwen3_layer(layer: Qwen3DecoderLayer, x: torch.Tensor, cos: torch.Tensor, si
 Tensor = torch.Tensor
 
 
+def siglip_encode(vt, x: torch.Tensor, fz: Fusions) -> torch.Tensor:
+    """A SigLIP-style tower's encoder layers and ``post_layernorm`` on embedded patches [N, P, D], each image attending
+    to its own P patches, QKV through ``fz`` (N1.5's SigLIP and N1.6's SigLIP2 layers have the same parts)."""
+    for layer in vt.encoder.layers:
+        a = layer.self_attn
+        q, k, v = fz.project((a.q_proj, a.k_proj, a.v_proj), layer.layer_norm1(x))
+        o = F.scaled_dot_product_attention(heads(q, a.heads, a.head_dim), heads(k, a.heads, a.head_dim),
+                                           heads(v, a.heads, a.head_dim), scale=a.head_dim**-0.5)
+        x = x + a.out_proj(merge_heads(o))
+        x = x + layer.mlp(layer.layer_norm2(x))
+    return vt.post_layernorm(x)
+
+
 def batch_bucket(rows: int) -> int:
     """The static batch size that ``rows`` requests run at: the next power of two. A server batching up to
     ``GR00T_MAX_BATCH`` = M then holds at most log2(M) + 1 sets of buffers (and CUDA graphs) per prompt shape."""
@@ -85,11 +98,11 @@ def pad_batch(inputs: PreparedInputs, bucket: int) -> PreparedInputs:
     rows = int(inputs.input_ids.shape[0])
     extra = bucket - rows
 
-    def grow(t: Tensor | None) -> Tensor | None:
+    def grow(t: Tensor | list | None) -> Tensor | list | None:  # N1.6's pixel_values may be a list of images
         if t is None:
             return None
-        last = t[t.shape[0] - t.shape[0] // rows:]
-        return torch.cat([t, *[last] * extra])
+        last = t[len(t) - len(t) // rows:]
+        return torch.cat([t, *[last] * extra]) if isinstance(t, Tensor) else [*t, *last * extra]
 
     inpaint = None if inputs.inpaint is None else InpaintPrefix(grow(inputs.inpaint.target), grow(inputs.inpaint.mask))
     return replace(inputs, pixel_values=grow(inputs.pixel_values), input_ids=grow(inputs.input_ids),
@@ -118,6 +131,8 @@ class StaticBuffers:
     vcos: Tensor | None = None
     vsin: Tensor | None = None
     seq_lens: list | None = None
+    # N1.6: per image shape ((h, w) patches, indices of its images, pixel buffer [n, 3, H, W], resized positions)
+    image_groups: list | None = None
     text_idx: Tensor | None = None
     text_valid: Tensor | None = None
     # stage outputs
@@ -177,6 +192,10 @@ class FastPolicy:
     def device(self) -> torch.device:
         return self.ref.device
 
+    @property
+    def chunk_shape(self) -> tuple[int, int]:
+        return self.ref.chunk_shape
+
     def prepare(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PreparedInputs:
         return self.ref.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
@@ -185,6 +204,9 @@ class FastPolicy:
 
     def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs):
         return self.ref.frozen_prefix(last_normalized, last_actions, steps, inputs)
+
+    def checkpoint_modality_config(self) -> dict | None:
+        return self.ref.checkpoint_modality_config()
 
     def get_action(self, obs, *, noise=None, seed: int | None = None, state_dtype: str = "float64") -> PolicyResult:
         return get_action(self, obs, noise=noise, seed=seed, state_dtype=state_dtype)

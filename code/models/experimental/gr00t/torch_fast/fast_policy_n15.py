@@ -5,26 +5,17 @@ action head (see ``fast_policy`` for what is hoisted, fused and padded, and why)
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ..common.embeddings import rope_cos_sin
 from ..common.policy import PreparedInputs
 from ..reference.torch_siglip import SiglipVisionTransformer
-from .fast_dit import Fusions, heads, merge_heads
-from .fast_policy import FastPolicy, StaticBuffers, padded_length, qwen3_layer
+from .fast_dit import Fusions
+from .fast_policy import FastPolicy, StaticBuffers, padded_length, qwen3_layer, siglip_encode
 
 
 def siglip_features(vt: SiglipVisionTransformer, pixel_values: torch.Tensor, fz: Fusions) -> torch.Tensor:
     """SigLIP ``post_layernorm`` features [N, 256, D], QKV through ``fz``."""
-    x = vt.embeddings(pixel_values)
-    for layer in vt.encoder.layers:
-        a = layer.self_attn
-        q, k, v = fz.project((a.q_proj, a.k_proj, a.v_proj), layer.layer_norm1(x))
-        o = F.scaled_dot_product_attention(heads(q, a.heads, a.head_dim), heads(k, a.heads, a.head_dim),
-                                           heads(v, a.heads, a.head_dim), scale=a.head_dim**-0.5)
-        x = x + a.out_proj(merge_heads(o))
-        x = x + layer.mlp(layer.layer_norm2(x))
-    return vt.post_layernorm(x)
+    return siglip_encode(vt, vt.embeddings(pixel_values), fz)
 
 
 class FastPolicyN15(FastPolicy):

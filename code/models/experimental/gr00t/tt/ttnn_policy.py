@@ -102,6 +102,10 @@ class TTGr00tPolicyBase:
         """Model-space chunk [1, H, D] → (float32 [H, D], actions per group in the robot's units)."""
         raise NotImplementedError
 
+    def checkpoint_modality_config(self) -> dict | None:
+        """The served tag's modality config as the checkpoint stores it (N1.6), or None: built from the layout."""
+        return None
+
     def frozen_prefix(self, last_normalized: np.ndarray, last_actions: dict[str, np.ndarray], steps: slice,
                       inputs: PreparedInputs) -> np.ndarray:
         """RTC's inpainting target [d, action_dim] for a new request: as the version's reference policy computes

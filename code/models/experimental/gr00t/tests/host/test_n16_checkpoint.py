@@ -252,8 +252,8 @@ def test_a_recorded_backbone_with_windows_or_rope_is_refused():
 
 
 # ---- the tiny synthetic checkpoint ---------------------------------------------------------------------------------
-def test_n16_writes_without_joining_the_registry(tiny_n16):
-    assert "n16" not in SPECS and "n16" not in VERSIONS
+def test_n16_writes_from_its_registry_row(tiny_n16):
+    assert "n16" in SPECS and "n16" in VERSIONS
     assert synthetic_info(tiny_n16) == {**synthetic_info(tiny_n16), "version": "n16", "scale": "tiny", "seed": 0}
 
 

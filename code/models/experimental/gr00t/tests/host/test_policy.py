@@ -40,6 +40,13 @@ def rot_z(angle: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
+def n16_gr1_request(gr1_request) -> dict:
+    """N1.5's GR1 test request as N1.6 GR1 takes it: the frame under N1.6's camera name, and a waist."""
+    rng = np.random.default_rng(2)
+    return {**gr1_request, "images": {"ego_view_bg_crop_pad_res256_freq20": gr1_request["images"]["ego_view"]},
+            "state": {**gr1_request["state"], "waist": [rng.uniform(-0.5, 0.5, 3).tolist()]}}
+
+
 def droid_request(frames: dict[str, list[np.ndarray]] | None = None, instruction: str = DEMO) -> dict:
     frames = frames or {EXT: [make_frame(0, (180, 320)), make_frame(1, (180, 320))],
                         WRIST: [make_frame(2, (180, 320)), make_frame(3, (180, 320))]}
@@ -55,7 +62,7 @@ def droid_request(frames: dict[str, list[np.ndarray]] | None = None, instruction
 def observation(version, gr1_request):
     """The version's test observation: the GR1 request (one 256×256 frame), the DROID request (two 180×320
     frames from each of two cameras); both with the published demo instruction."""
-    requests = {"n15": lambda: gr1_request, "n17": droid_request}
+    requests = {"n15": lambda: gr1_request, "n16": lambda: n16_gr1_request(gr1_request), "n17": droid_request}
     return parse_observation(requests[version](), get_layout(SPECS[version].layout))
 
 
@@ -63,13 +70,19 @@ TAP_SHAPES = {
     "n15": {"pixel_values": (1, 3, 224, 224), "input_ids": (1, 296), "vision_features": (1, 256, 64),
             "backbone_features": (1, 296, 64), "vl_embs": (1, 296, 64), "state": (1, 1, 64), "noise": (1, 16, 32),
             **{f"velocity_{i}": (1, 16, 32) for i in range(4)}, "action_pred": (1, 16, 32)},
+    "n16": {"pixel_values": (1, 3, 252, 252), "input_ids": (1, 116), "image_tokens": (81, 64),  # 18² patches / 2²
+            "backbone_features": (1, 116, 64), "state": (1, 1, 128), "noise": (1, 50, 128),
+            **{f"velocity_{i}": (1, 50, 128) for i in range(4)}, "action_pred": (1, 50, 128)},
     "n17": {"pixel_values": (4 * 448, 1536),  # 4 frames × 16 × 28 patches of 3·2·16·16
             "input_ids": (1, 469), "state": (1, 1, 132), "noise": (1, 40, 132),
             **{f"velocity_{i}": (1, 40, 132) for i in range(4)}, "action_pred": (1, 40, 132)},
 }
-LENGTHS = {"n15": (296, 14), "n17": (469, 8)}  # (seq_len, prompt_tokens)
-CHUNK = {"n15": (16, 32), "n17": (40, 132)}  # action_pred: horizon × the model's action dim
+LENGTHS = {"n15": (296, 14), "n16": (116, 12), "n17": (469, 8)}  # (seq_len, prompt_tokens)
+CHUNK = {"n15": (16, 32), "n16": (16, 128), "n17": (40, 132)}  # action_pred: horizon × the model's action dim
+NOISE = {**CHUNK, "n16": (50, 128)}  # N1.6's noise covers the 50-step envelope; the tag's 16 rows are returned
 ACTION_SHAPES = {"n15": {"left_arm": (16, 7), "right_arm": (16, 7), "left_hand": (16, 6), "right_hand": (16, 6)},
+                 "n16": {"left_arm": (16, 7), "right_arm": (16, 7), "left_hand": (16, 6), "right_hand": (16, 6),
+                         "waist": (16, 3)},
                  "n17": {"eef_9d": (40, 9), "gripper_position": (40, 1), "joint_position": (40, 7)}}
 
 
@@ -82,8 +95,8 @@ def test_taps_and_outputs_have_the_documented_shapes(tiny_policies, observation,
     assert {k: v.shape for k, v in r.actions.items()} == ACTION_SHAPES[version]
 
 
-EULER_SEED = {"n15": 3, "n17": None}  # None: the version's default
-EULER_ATOL = {"n15": 0.0, "n17": 1e-6}  # N1.5 bit for bit
+EULER_SEED = {"n15": 3, "n16": 5, "n17": None}  # None: the version's default
+EULER_ATOL = {"n15": 0.0, "n16": 0.0, "n17": 1e-6}  # N1.5 bit for bit
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -97,7 +110,8 @@ def test_euler_integration_is_noise_plus_quarter_velocities(tiny_policies, obser
         assert not torch.equal(r.taps["velocity_0"], r.taps[f"velocity_{i}"]), i
 
 
-REPEAT_SEEDS = {"n15": (7, 8), "n17": (None, 7)}  # (the repeated seed, None: the default; another seed)
+# (the repeated seed, None: the default; another seed)
+REPEAT_SEEDS = {"n15": (7, 8), "n16": (None, 3), "n17": (None, 7)}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -110,9 +124,10 @@ def test_same_seed_gives_bit_identical_actions_and_another_seed_does_not(tiny_po
     assert other.seed == other_seed and not np.array_equal(other.action_pred, first.action_pred)
 
 
-DEFAULT_SEED = {"n15": 0, "n17": 42}
-# The same noise as a client sends it: N1.5 a JSON list [16, 32], N1.7 an array [1, 40, 132].
-AS_CLIENT_NOISE = {"n15": lambda noise: noise[0].tolist(), "n17": lambda noise: noise.numpy()}
+DEFAULT_SEED = {"n15": 0, "n16": 0, "n17": 42}
+# The same noise as a client sends it: N1.5 / N1.6 a JSON list ([16, 32] / [50, 128]), N1.7 an array [1, 40, 132].
+AS_CLIENT_NOISE = {"n15": lambda noise: noise[0].tolist(), "n16": lambda noise: noise[0].tolist(),
+                   "n17": lambda noise: noise.numpy()}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -120,7 +135,7 @@ def test_default_noise_is_the_version_s_seed_and_equals_the_same_client_noise(ti
     policy, seed = tiny_policies[version], DEFAULT_SEED[version]
     default = policy.get_action(observation)
     assert (default.noise_source, default.seed) == ("seed", seed)
-    noise = torch.randn((1, *CHUNK[version]), generator=torch.Generator().manual_seed(seed))
+    noise = torch.randn((1, *NOISE[version]), generator=torch.Generator().manual_seed(seed))
     assert torch.equal(default.taps["noise"], noise)
     explicit = policy.get_action(observation, noise=AS_CLIENT_NOISE[version](noise))
     assert (explicit.noise_source, explicit.seed) == ("client", None)

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from models.experimental.gr00t.common.demo import DEMO_DIR
 from models.experimental.gr00t.common.errors import ConfigError
 from models.experimental.gr00t.common.layouts import LAYOUTS
 from models.experimental.gr00t.common.versions import SPECS, get_spec, load, spec_for_model_type
@@ -31,13 +32,35 @@ def test_each_row_names_classes_that_exist_and_agree_with_it(version, tiny_check
     assert callable(load(spec.policy_cls).from_checkpoint) and callable(load(spec.fast_cls).from_reference)
     config = load(spec.config_cls).preset("tiny")
     assert load(spec.inventory)(config) and "config.json" not in load(spec.synthetic_sidecars)(0)
-    assert LAYOUTS[spec.layout].embodiment == spec.embodiment
+    for served in spec.served:  # every served embodiment has its layout row and its shipped demo folder
+        assert LAYOUTS[served.layout].embodiment == served.embodiment and LAYOUTS[served.layout].version == version
+        assert served.demo.noise_shape and (DEMO_DIR / spec.demo_dir(served.layout) / "observation.json").is_file()
+    assert spec.layout == spec.served[0].layout and spec.embodiment == spec.served[0].embodiment
+    if spec.ttnn:
+        assert all(callable(load(p)) for p in (spec.tt_policy_cls, spec.tt_model_builder, spec.tt_device_tensors,
+                                               spec.tt_blank_inputs))
+    else:
+        assert spec.ttnn_refusal and spec.tt_policy_cls is None
     assert "config.json" in spec.allow_patterns and "model-*.safetensors" in spec.allow_patterns
     assert len(spec.revision) == 40 and spec.hf_repo.startswith("nvidia/GR00T-")
 
 
 def test_unknown_versions_and_model_types_are_named():
-    with pytest.raises(ConfigError, match=r"unknown GR00T version 'n99'.*\['n15', 'n17'\]"):
+    with pytest.raises(ConfigError, match=r"unknown GR00T version 'n99'.*\['n15', 'n16', 'n17'\]"):
         get_spec("n99")
     with pytest.raises(ConfigError, match=r"x/config.json: model_type 'gr00t_n9' is not a supported GR00T version"):
         spec_for_model_type("gr00t_n9", "x/config.json")
+
+
+def test_a_row_is_either_ported_to_ttnn_or_says_why_not():
+    from dataclasses import replace
+
+    n16 = get_spec("n16")
+    assert not n16.ttnn and "issue 46" in n16.ttnn_refusal
+    with pytest.raises(ValueError, match="TT-NN row"):
+        replace(n16, tt_policy_cls="x:y")  # a half-filled TT-NN row
+    with pytest.raises(ValueError, match="TT-NN row"):
+        replace(get_spec("n15"), ttnn_refusal="no")
+    with pytest.raises(ConfigError, match=r"GR00T_EMBODIMENT='droid': version n16 serves \['gr1', 'unitree_g1'"):
+        n16.serving("droid")
+    assert [n16.demo_dir(lay) for lay in n16.layouts] == ["n16", "n16_unitree_g1", "n16_oxe_widowx"]

@@ -23,7 +23,7 @@ import os
 import pytest
 
 from models.experimental.gr00t.common.quality import TT_STAGE_PCC_GATES, TT_STAGE_PCC_GATES_N17
-from models.experimental.gr00t.common.versions import VERSIONS, get_spec, load
+from models.experimental.gr00t.common.versions import SPECS, get_spec, load
 from models.experimental.gr00t.tests.device_fixtures import (N15_REPORTED, N17_REPORTED, build_policy, checkpoint_for,
                                                              gate_failures, group_report, observations,
                                                              reference_taps_n15, reference_taps_n17, tap_report)
@@ -33,7 +33,7 @@ REPORTED = {"n15": N15_REPORTED, "n17": N17_REPORTED}
 REFERENCE_TAPS = {"n15": reference_taps_n15, "n17": reference_taps_n17}
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=[v for v, spec in SPECS.items() if spec.ttnn])  # the TT-NN port's versions
 def reference(request):
     version = request.param
     checkpoint = checkpoint_for(version)
