@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from gr00t_p150.server.app import create_app
-from gr00t_p150.server.settings import load_config
 
 from .conftest import with_config
 
@@ -80,11 +79,11 @@ def test_a_batch_gives_every_n15_request_its_unbatched_answer(client, request_bo
     print("n15 batched vs alone, max |d| action_pred:", check_batch_equals_alone(client.app.state.engine, request_body))
 
 
-def test_a_batch_gives_every_n17_request_its_unbatched_answer(server_env):
-    with TestClient(create_app(load_config({**server_env, "GR00T_VERSION": "n17"}))) as n17:
-        engine = n17.app.state.engine
-        print("n17 batched vs alone, max |d| action_pred:",
-              check_batch_equals_alone(engine, n17.get("/demo").json()["request"]))
+@pytest.mark.parametrize("version", ["n16", "n17"])
+def test_a_batch_gives_every_request_of_the_other_versions_its_unbatched_answer(clients, version):
+    served = clients(version)
+    print(f"{version} batched vs alone, max |d| action_pred:",
+          check_batch_equals_alone(served.app.state.engine, served.get("/demo").json()["request"]))
 
 
 @pytest.mark.parametrize("variant", ["inpaint", "guided"])
