@@ -48,7 +48,8 @@ from models.experimental.gr00t.common.layouts import get_layout
 from models.experimental.gr00t.common.versions import SPECS
 
 REPO = Path(__file__).resolve().parents[3]
-DEFAULTS = {"n15": {"execute": 8, "delay": 4, "control_hz": 30.0}, "n16": {"execute": 8, "delay": 4, "control_hz": 30.0},
+DEFAULTS = {"n15": {"execute": 8, "delay": 4, "control_hz": 30.0},
+            "n16": {"execute": 8, "delay": 4, "control_hz": 30.0},  # GR1, 16 rows served
             "n17": {"execute": 16, "delay": 6, "control_hz": 15.0}}
 VARIANTS = ("naive", "inpaint", "guided")
 

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The reference policies end to end on the tiny checkpoints. Every version (N1.6 as its default tag, GR1): the
-documented tap and action shapes, Euler integration as noise plus a quarter of each velocity, bit-identical repeats, and default noise
-equal to the same noise sent by a client. N1.5: the backbone equals transformers' modules chained, and bad
-noise or observations are refused naming the field. N1.7: the DROID prompt has upstream's exact token layout;
+documented tap and action shapes, Euler integration as noise plus a quarter of each velocity, bit-identical repeats,
+and default noise equal to the same noise sent by a client. N1.5: the backbone equals transformers' modules chained,
+and bad noise or observations are refused naming the field. N1.7: the DROID prompt has upstream's exact token layout;
 the state tap and the actions follow statistics.json, frames reach the model time-major, output rotations are
 proper, and refusals name the field."""
 
