@@ -54,7 +54,8 @@ from stress.report import criteria, print_summary
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", choices=("n15", "n17"), default="n15", help="GR00T_VERSION of the started server")
+    ap.add_argument("--version", choices=("n15", "n16", "n17"), default="n15",
+                    help="GR00T_VERSION of the started server (n16: --env GR00T_EMBODIMENT=... picks the tag)")
     ap.add_argument("--weights", default="synthetic:tiny", help="GR00T_WEIGHTS (default synthetic:tiny)")
     ap.add_argument("--cache", help="GR00T_CACHE (default: a temporary one, deleted at the end)")
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="extra server environment")
