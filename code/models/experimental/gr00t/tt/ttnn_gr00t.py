@@ -5,12 +5,13 @@ that become Metal traces (vision → llm → adapter → denoise), over persiste
 Every request input lives in a device buffer allocated once (``inputs``); each stage reads buffers and
 the previous stage's output and leaves its own output on ``self.outputs``. A trace captured over a stage
 therefore replays against the same addresses: writing new inputs and replaying the four traces is a whole
-request. ``ttnn_gr00t_n15.py`` / ``_n17.py`` add the backbone stages and ``host_inputs``, which builds the
-host tensors for those buffers and refuses any input off the static shapes before anything is written.
+request. ``ttnn_gr00t_n15.py`` / ``_n16.py`` / ``_n17.py`` add the backbone stages and ``host_inputs``, which builds
+the host tensors for those buffers and refuses any input off the static shapes before anything is written.
 
-The two adapter/denoise stages are the same for both versions: ``condition`` (vlln + VL self-attention)
-under the prompt's key mask, the cross-attention K/V of every cross block, the state token, then four
-Euler steps; only the cross-attention masks differ (one for N1.5, text-only and image-only for N1.7).
+The two adapter/denoise stages are the same for every version: ``condition`` (vlln + VL self-attention)
+under the prompt's key mask (``vl_key_mask``; N1.6 has no VL self-attention and no such mask), the cross-attention
+K/V of every cross block, the state token, then four Euler steps; only the cross-attention masks differ (one for
+N1.5, text-only and image-only for N1.6 and N1.7).
 """
 
 from __future__ import annotations
@@ -191,9 +192,13 @@ class TtGr00tModel:
         """What ``TtActionHead.sample`` takes as the cross-attention mask (a buffer, or a dict of buffers)."""
         raise NotImplementedError
 
+    def vl_key_mask(self):
+        """The VL self-attention's key mask (the ``vl_mask`` buffer); N1.6, which has none, answers None."""
+        return self.inputs["vl_mask"]
+
     def adapter(self, taps: dict | None = None) -> None:
         self._check_unfrozen()
-        vl = self.head.condition(self.outputs["backbone_features"], self.inputs["vl_mask"])
+        vl = self.head.condition(self.outputs["backbone_features"], self.vl_key_mask())
         self.outputs["vl_embs"] = vl
         self.outputs["cross_kv"] = self.head.dit.cross_kv(vl)
         self.outputs["state_features"] = self.head.state_features(self.inputs["state"])

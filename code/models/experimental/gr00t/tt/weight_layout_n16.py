@@ -1,12 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """N1.6 checkpoint tensors → the tensors the N1.6 TT-NN modules consume (pure torch, no ttnn, no device).
 
-Today: the image side of ``backbone.model.`` (Eagle 3's SigLIP2 tower ``vision_model.vision_model.*`` and the
-connector ``mlp1.*``, spec ``gr00t_n16.md`` §5.1–5.2) for ``tt/ttnn_eagle3.TtEagle3Vision``. The Qwen3 decoder
-(``language_model.model.*``, 16 kept layers + the final norm N1.6 applies) and the action head
-(``action_head.*``, AlternateVLDiT) come next as ``text_device_tensors`` / ``head_device_tensors`` beside
-``vision_device_tensors``, and ``device_tensors`` (the version's ``tt_device_tensors``) will chain the three, as
-``weight_layout_n17.device_tensors`` does.
+Three parts under one door, ``device_tensors`` (the version's ``tt_device_tensors``, as
+``weight_layout_n17.device_tensors``):
+- ``vision_device_tensors``: the image side of ``backbone.model.`` (Eagle 3's SigLIP2 tower
+  ``vision_model.vision_model.*`` and the connector ``mlp1.*``, spec ``gr00t_n16.md`` §5.1–5.2) for
+  ``tt/ttnn_eagle3.TtEagle3Vision``;
+- ``text_device_tensors``: the Qwen3 decoder ``language_model.model.*`` (§5.3): the ``select_layer`` kept layers with
+  N1.7's text rules (``weight_layout_n17.text_device_tensors``: fused grouped-query Q/K/V, the padded-head q/k norm
+  compensation, the row-major embedding table), plus the final ``norm`` that N1.6 applies (N1.7 does not). The
+  table's ``<IMG_CONTEXT>`` row is zeroed: every such prompt row is overwritten by an image token in the reference
+  (NVIDIA's ``emb * 0 + vit``) and ``formalize_language`` keeps the instruction from forging one, so the row is never
+  read; zero, it lets the TT splice be ``embedding + placement @ image_tokens`` with no keep mask (exact);
+- ``head_device_tensors``: the action head ``action_head.*`` (§6) with N1.7's rules
+  (``weight_layout_n17.head_device_tensors``: AlternateVLDiT, served embodiment's category rows, position table
+  cut to the 50-row envelope); N1.6 has no VL self-attention and no future tokens, so none are emitted.
+Stored and deliberately not converted (``UNUSED``, ``unused_tensors``): the ``lm_head``, the SigLIP pooling
+``head``, a state-dropout ``mask_token``, and Qwen3 layers past ``select_layer`` if a checkpoint carries them.
 
 The shared exact rewrites of ``weight_layout.py`` (transposed linears, [1, D] rows, fused head-padded attention:
 72-wide heads → 96, tiny 16 → 32), plus the tower's static geometry (``VisionGeometry``), all exact:
@@ -26,7 +36,6 @@ The shared exact rewrites of ``weight_layout.py`` (transposed linears, [1, D] ro
   permuted (``connector_columns``); LayerNorm's mean and variance do not depend on the column order.
 - SigLIP's MLP width 4304 is zero-padded to 4320 (tiny widths are tile multiples already); the softmax scale is
   folded into q (``_attention``'s ``fold_softmax_scale``), so SDPA runs with scale 1 and an unscaled additive mask.
-The stored pooling ``head`` is never computed and not converted.
 """
 
 from __future__ import annotations
@@ -37,14 +46,22 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..common.configs_n16 import Eagle3Config
+from ..common.configs import ActionHeadConfig, Qwen3Config
+from ..common.configs_n16 import Eagle3Config, Gr00tN16Config, Gr00tN16ProcessorConfig
 from ..common.embeddings import merge_order
-from .weight_layout import _attention, generic, linear_t, row, tile_up
+from ..common.errors import ConfigError
+from ..common.layouts import Layout
+from ..common.weights import N16_LM_HEAD
+from .weight_layout import HEAD, _attention, generic, linear_t, row, tile_up
+from . import weight_layout_n17
 
 MODEL = "backbone.model."  # the Eagle3_VLForConditionalGeneration inside GR00T's backbone
 VISION = "vision_model.vision_model."  # under MODEL: the SigLIP2 tower
 CONNECTOR = "mlp1."  # under MODEL: LayerNorm (0), Linear (1), GELU (2, no tensors), Linear (3)
 STATIC_POS = "embeddings.position_embedding.static"  # under VISION: resized, reordered rows (not a checkpoint name)
+LLM = MODEL + "language_model.model."  # the Qwen3 decoder (embed_tokens, layers, norm)
+MASK_TOKEN = HEAD + "mask_token"  # state dropout's token (fine-tunes only), never used at inference
+UNUSED = (N16_LM_HEAD, MASK_TOKEN)  # stored, never computed (plus VISION + "head.*" and layers past select_layer)
 
 
 @dataclass(frozen=True)
@@ -164,3 +181,61 @@ def vision_device_tensors(load: Callable[[str], torch.Tensor], names: list[str],
             yield name, linear_t(w[:, perm]), "tile"
         else:
             yield generic(name, w)
+
+
+def text_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: Qwen3Config, num_layers: int,
+                        image_token_id: int, prefix: str = LLM) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """(name, tensor, "tile" | "row_major") for the first ``num_layers`` Qwen3 layers (N1.7's text rules), the
+    embedding table with its ``image_token_id`` row zeroed (see the module docstring) and the final ``norm``."""
+    for name, t, lay in weight_layout_n17.text_device_tensors(load, names, c, num_layers, prefix):
+        if name == prefix + "embed_tokens.weight":
+            t = t.clone()
+            t[image_token_id] = 0.0
+        yield name, t, lay
+    yield generic(prefix + "norm.weight", load(prefix + "norm.weight"))
+
+
+def head_device_tensors(load: Callable[[str], torch.Tensor], names: list[str], c: ActionHeadConfig,
+                        embodiment_id: int) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """The action head as ``weight_layout_n17.head_device_tensors`` converts N1.7's (same module), without the
+    ``mask_token`` a state-dropout fine-tune stores."""
+    if c.vl_self_attention.num_layers or c.num_target_vision_tokens:
+        raise ConfigError("not an N1.6 action head: it has VL self-attention layers or future tokens")
+    yield from weight_layout_n17.head_device_tensors(load, [n for n in names if n != MASK_TOKEN], c, embodiment_id)
+
+
+def unused_tensors(names: list[str], config: Gr00tN16Config) -> list[str]:
+    """The checkpoint tensors ``device_tensors`` deliberately does not read: the lm_head, the pooling head, the
+    mask_token and Qwen3 layers past ``select_layer``."""
+    kept = tuple(f"{LLM}layers.{i}." for i in range(config.backbone.select_layer))
+    return [n for n in names if n in UNUSED or n.startswith(MODEL + VISION + "head.")
+            or (n.startswith(LLM + "layers.") and not n.startswith(kept))]
+
+
+def static_grids(config: Gr00tN16Config, layout: Layout,
+                 processor: Gr00tN16ProcessorConfig | None = None) -> VisionGeometry:
+    """The patch grids the TT model is built for: every camera's frame of the layout's wire size (GR1 256×256) through
+    the N1.6 image chain (``processor``'s shortest edge and crop fraction; the released defaults when None) → its
+    (h, w) patch grid (GR1 252×252 → 18×18). A tag without a known frame size (unitree_g1) has no static grid."""
+    from ..common.preprocessing_n16 import N16ImageChain
+
+    hw = layout.wire.image_hw if layout.wire is not None else None
+    if hw is None:
+        raise ConfigError(f"layout {layout.name!r} has no fixed frame size: the TT model needs static image grids")
+    processor = processor or Gr00tN16ProcessorConfig()
+    b = config.backbone
+    chain = N16ImageChain(processor.shortest_image_edge, processor.crop_fraction, b.image_factor)
+    h, w = chain.output_size(*hw)
+    p = b.vision.patch_size
+    return VisionGeometry(((h // p, w // p),) * (len(layout.cameras) * layout.frames_per_camera), b.unshuffle_factor)
+
+
+def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config: Gr00tN16Config,
+                   layout: Layout) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """Every tensor the N1.6 TT model reads (``weight_layout_n17.device_tensors``' counterpart): the vision tower and
+    connector at the layout's static grids (``static_grids``), the kept Qwen3 layers with the embedding table and
+    the final norm, the action head with the layout's embodiment rows. ``unused_tensors`` lists what is skipped."""
+    b = config.backbone
+    yield from vision_device_tensors(load, names, b, static_grids(config, layout))
+    yield from text_device_tensors(load, names, b.text, b.select_layer, b.image_token_index)
+    yield from head_device_tensors(load, names, config.action_head, layout.embodiment_id)

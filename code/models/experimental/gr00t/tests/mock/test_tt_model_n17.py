@@ -16,8 +16,8 @@ import torch
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.quality import max_abs_diff
 
-from .tt_expect import (assert_static_taps_in_dram, captured_forward, expected_layer_ops, golden_taps, layer_ops,
-                        reference_case, tap_pairs)
+from .tt_expect import (assert_each_stage_reads_its_declared_inputs, assert_static_taps_in_dram, captured_forward,
+                        expected_layer_ops, golden_taps, layer_ops, reference_case, tap_pairs)
 
 pytestmark = pytest.mark.mock
 
@@ -144,27 +144,7 @@ def test_n17_every_weight_is_read_and_a_second_forward_builds_nothing(traced_for
 
 
 def test_each_stage_reads_exactly_the_inputs_it_declares(tt_policy, traced_forward):
-    """The two-queue runner uploads each input just before the stage that reads it (and waits for that
-    stage before the next upload), so the declaration must be the truth."""
-
-    class Recording(dict):
-        def __init__(self, data):
-            super().__init__(data)
-            self.read = set()
-
-        def __getitem__(self, name):
-            self.read.add(name)
-            return super().__getitem__(name)
-
-    m = tt_policy.model
-    saved = m.inputs
-    try:
-        for stage, declared in m.STAGE_INPUTS.items():
-            m.inputs = Recording(saved)
-            getattr(m, stage)()
-            assert m.inputs.read == set(declared), stage
-    finally:
-        m.inputs = saved
+    assert_each_stage_reads_its_declared_inputs(tt_policy.model)
 
 
 def test_n17_inputs_off_the_static_geometry_are_refused_before_any_device_write(tt_policy, reference, monkeypatch):

@@ -208,3 +208,26 @@ def tap_pairs(tt: dict, taps: dict, names, seq_len: int) -> dict:
             got = got[:, :seq_len]
         out[name] = got.reshape(want.shape), want
     return out
+
+
+def assert_each_stage_reads_its_declared_inputs(model) -> None:
+    """Each stage of ``model`` reads exactly the persistent inputs ``STAGE_INPUTS`` declares (the two-queue runner
+    uploads each input just before the stage that reads it, so the declaration must be the truth)."""
+
+    class Recording(dict):
+        def __init__(self, data):
+            super().__init__(data)
+            self.read = set()
+
+        def __getitem__(self, name):
+            self.read.add(name)
+            return super().__getitem__(name)
+
+    saved = model.inputs
+    try:
+        for stage, declared in model.STAGE_INPUTS.items():
+            model.inputs = Recording(saved)
+            getattr(model, stage)()
+            assert model.inputs.read == set(declared), stage
+    finally:
+        model.inputs = saved

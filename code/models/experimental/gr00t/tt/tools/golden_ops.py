@@ -39,7 +39,8 @@ import torch
 # The TT modules (of ``tt/``) that do ``import ttnn`` at module level; their ``ttnn`` global is swapped.
 _TT_PACKAGE = __package__.rpartition(".")[0]
 TT_MODULES = ("ttnn_common", "ttnn_siglip", "ttnn_qwen3", "ttnn_eagle", "ttnn_dit", "ttnn_action_head",
-              "ttnn_gr00t", "ttnn_gr00t_n15", "ttnn_qwen3vl", "ttnn_gr00t_n17", "ttnn_eagle3")
+              "ttnn_gr00t", "ttnn_gr00t_n15", "ttnn_qwen3vl", "ttnn_gr00t_n17", "ttnn_eagle3",
+              "ttnn_gr00t_n16")
 
 
 class _HostDevice:
@@ -244,7 +245,7 @@ def golden_ttnn(precision: str = "fp32"):
 def golden_execution(precision: str = "fp32"):
     """Inside the block, the TT modules' ``ttnn`` is the golden stand-in."""
     from .. import (ttnn_action_head, ttnn_common, ttnn_dit, ttnn_eagle, ttnn_eagle3, ttnn_gr00t,  # noqa: F401
-                    ttnn_gr00t_n15, ttnn_gr00t_n17, ttnn_qwen3, ttnn_qwen3vl, ttnn_siglip)
+                    ttnn_gr00t_n15, ttnn_gr00t_n16, ttnn_gr00t_n17, ttnn_qwen3, ttnn_qwen3vl, ttnn_siglip)
 
     shim = golden_ttnn(precision)
     modules = [sys.modules[f"{_TT_PACKAGE}.{name}"] for name in TT_MODULES]
