@@ -217,11 +217,11 @@ def run_version(version: str, chunks: int, media: Path | None, log, wide: bool =
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out-json", type=Path, default=REPO / "benchmarks/results/rtc_rollout.json")
-    ap.add_argument("--media", type=Path, default=REPO / "media", help="plot directory ('' for none)")
+    ap.add_argument("--media", default=str(REPO / "media"), help="plot directory ('' for none)")
     ap.add_argument("--chunks", type=int, default=10)
     ap.add_argument("--versions", nargs="+", default=["n15", "n17"], choices=sorted(DEFAULTS))
     args = ap.parse_args()
-    media = args.media if str(args.media) else None
+    media = Path(args.media) if args.media else None  # Path("") would be the working directory
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
