@@ -41,11 +41,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check code
 
 # The full-size N1.5 model through every TT module on the mock P150 (≈7 GB synthetic checkpoint
-# generated into a temporary GR00T_CACHE, converted, run), and the full-size N1.7 modules and whole model
-# stage by stage with its trace-safety check (converted shapes allocated on the mock, no checkpoint);
-# and the batch-2 and batch-4 buckets of both (per-bucket roofline sheets); ~3 min, ~7 GB RAM. CI runs it after `test`.
+# generated into a temporary GR00T_CACHE, converted, run); the full-size N1.6 model for GR1 stage by stage from its
+# ≈6.6 GB synthetic checkpoint (the device tests' copy under ~/.cache/gr00t-p150 when present, else generated into
+# the temporary GR00T_CACHE) with its census, trace safety and program budgets; the full-size N1.7 modules and whole
+# model stage by stage with its trace-safety check (converted shapes allocated on the mock, no checkpoint);
+# and the batch-2 and batch-4 buckets of N1.5 / N1.7 (per-bucket roofline sheets); ~6 min, ~7.5 GB RAM. CI runs it
+# after `test`.
 test-tt-full: $(STAMP)
-	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n17.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_buckets.py $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow -s code/models/experimental/gr00t/tests/mock/test_tt_full_size.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n16.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_n17.py code/models/experimental/gr00t/tests/mock/test_tt_full_size_buckets.py $(PYTEST_ARGS)
 
 # Boot the server on synthetic:tiny weights, smoke-test and benchmark it, stop it.
 # Variants: make demo DEMO_WEIGHTS=synthetic:full DEMO_N=10

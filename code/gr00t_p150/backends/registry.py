@@ -81,10 +81,11 @@ def _open_ttnn(s: BackendSettings) -> Backend:
 BUILDERS: dict[str, Callable[[BackendSettings], Backend]] = {"torch": _open_torch, "ttnn": _open_ttnn}
 
 
-def choose(requested: str, *, version: str, mock: bool = False) -> tuple[str, str]:
+def choose(requested: str, *, version: str, mock: bool = False, layout: str | None = None) -> tuple[str, str]:
     """(registered backend name, why) for ``GR00T_BACKEND=auto|<name>``. ``auto`` takes ttnn when a Tenstorrent
-    device is present and the port serves ``version``, else torch (which then picks CPU or CUDA itself). The
-    torch reason ends in ``"; "``: the torch builder appends the device it picked."""
+    device is present and the port serves ``version`` (and ``layout``: ``Layout.ttnn_refusal``), else torch (which
+    then picks CPU or CUDA itself). The torch reason ends in ``"; "``: the torch builder appends the device it
+    picked."""
     if mock and requested != "ttnn":
         raise BackendError("GR00T_TT_MOCK=1 is the TT-NN test mode: it needs GR00T_BACKEND=ttnn")
     if requested == "ttnn":
@@ -96,12 +97,15 @@ def choose(requested: str, *, version: str, mock: bool = False) -> tuple[str, st
     from models.experimental.gr00t.common.versions import get_spec
     from models.experimental.gr00t.tt.runner import device_present  # imports no ttnn
 
+    from models.experimental.gr00t.common.layouts import get_layout
+
     present = device_present()
     spec = get_spec(version)
-    if present and spec.ttnn:
+    why_not = spec.ttnn_refusal if not spec.ttnn else (get_layout(layout).ttnn_refusal if layout else None)
+    if present and not why_not:
         return "ttnn", "ttnn (auto: a Tenstorrent device is present)"
     if present:
-        return "torch", f"auto: a Tenstorrent device is present but {spec.ttnn_refusal}; "
+        return "torch", f"auto: a Tenstorrent device is present but {why_not}; "
     return "torch", "auto: no Tenstorrent device; "
 
 

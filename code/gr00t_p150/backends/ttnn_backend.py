@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""TT-NN backend: GR00T N1.5 GR1 or N1.7 DROID on a Tenstorrent p150a, replaying four Metal traces per request.
+"""TT-NN backend: GR00T N1.5 GR1, N1.6 (GR1, bridge) or N1.7 DROID on a Tenstorrent p150a, replaying four Metal
+traces per request.
 
 Boot: convert the checkpoint into the device-layout cache (once), open the device (with 1 or 2 command
 queues), upload, build one model per micro-batching bucket (1, and 2 and 4 when ``GR00T_MAX_BATCH`` asks for
@@ -112,7 +113,7 @@ class TTNNBackend(PolicyBackend):
                                      noise=warmup_request.get("noise"))
         # every bucket's model (constants, persistent inputs) is allocated before the first capture: no input
         # buffer or constant can then lie in any trace's scratch space, whichever bucket replays next
-        self.buckets = tt_buckets(max_batch)
+        self.buckets = tt_buckets(min(max_batch, spec.tt_max_batch))
         for batch in self.buckets[1:]:
             self.policy.add_bucket(batch)
         for batch in self.buckets:
@@ -127,7 +128,10 @@ class TTNNBackend(PolicyBackend):
                 runner.capture()
                 log(f"Compiled and captured the batch-{batch} model's {len(runner.traces)} traces "
                     f"({time.perf_counter() - t0:.1f} s)")
-        self.batchable = None
+        # a version whose TT model runs one request per call (``VersionSpec.tt_max_batch`` 1: N1.6 so far) builds
+        # bucket 1 only, and the boot turns GR00T_MAX_BATCH > 1 off with this reason
+        self.batchable = None if spec.tt_max_batch > 1 else (
+            f"the GR00T_VERSION={version} TT-NN model runs one request per call (no batch buckets yet)")
         self.programs = self.device.num_program_cache_entries()
 
     def batch_buckets(self, max_batch: int) -> list[int] | None:
@@ -155,8 +159,7 @@ class TTNNBackend(PolicyBackend):
 
     @property
     def action_shape(self) -> tuple[int, int]:
-        h = self.policy.config.action_head
-        return h.action_horizon, h.action_dim
+        return self.policy.chunk_shape  # N1.6: the tag's horizon, not the 50-row envelope
 
     is_reference = False
     reference_policy = None

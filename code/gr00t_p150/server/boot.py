@@ -82,7 +82,7 @@ def open_configured_backend(c: ServerConfig, weights: WeightsInfo, demo_request:
     from gr00t_p150.backends.registry import BackendError, BackendSettings, choose, open_backend
 
     try:
-        name, reason = choose(c.backend, version=c.version, mock=c.tt_mock)
+        name, reason = choose(c.backend, version=c.version, mock=c.tt_mock, layout=c.layout)
     except BackendError as exc:
         raise BootError(str(exc)) from None
     where = f" into the TT-NN cache {c.tt_cache}" if name == "ttnn" else ""

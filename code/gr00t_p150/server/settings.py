@@ -144,6 +144,7 @@ def parse_auth_routes(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
     """Read the configuration (``os.environ`` by default). ``GR00T_VERSION`` is never guessed."""
+    from models.experimental.gr00t.common.layouts import get_layout
     from models.experimental.gr00t.common.versions import SPECS
     from models.experimental.gr00t.tt.policy import DTYPE_POLICIES, TRACE_LAYOUTS
 
@@ -182,6 +183,8 @@ def load_config(env: Mapping[str, str] | None = None) -> ServerConfig:
     backend = _choice(env, "GR00T_BACKEND", "auto", BACKENDS)
     if backend == "ttnn" and not spec.ttnn:
         raise SettingError(f"GR00T_BACKEND=ttnn: GR00T_VERSION={version} cannot run there: {spec.ttnn_refusal}")
+    if backend == "ttnn" and (why := get_layout(layout).ttnn_refusal):
+        raise SettingError(f"GR00T_BACKEND=ttnn: {why}")
     return ServerConfig(
         version=version,
         embodiment=embodiment,

@@ -29,8 +29,8 @@ def test_tt_settings_default_and_bad_values_name_the_variable():
                         ("GR00T_NUM_CQS", "3"), ("GR00T_NUM_CQS", "two")):
         with pytest.raises(settings.SettingError, match=name):
             settings.load_config({"GR00T_VERSION": "n15", name: value})
-    # the command queues the published packages run: 1 for N1.5, 2 for N1.7; either can be overridden
-    assert [settings.load_config({"GR00T_VERSION": v}).tt_num_cqs for v in ("n15", "n17")] == [1, 2]
+    # the command queues the published packages run: 1 for N1.5, 2 for N1.7 (N1.6, unpublished: 1); any overridden
+    assert [settings.load_config({"GR00T_VERSION": v}).tt_num_cqs for v in ("n15", "n16", "n17")] == [1, 1, 2]
     assert settings.load_config({"GR00T_VERSION": "n17", "GR00T_NUM_CQS": "1"}).tt_num_cqs == 1
 
 

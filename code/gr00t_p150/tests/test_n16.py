@@ -3,7 +3,8 @@
 the gate against its shipped golden, answers bit-identically over HTTP, NVIDIA's ZMQ protocol and openpi's websocket,
 hands NVIDIA's ``PolicyClient`` the modality config the checkpoint stores for the tag, serves its horizon (not the
 50-step noise envelope) on the fast path too, and passes the smoke test against a live process. GR1 (the default
-tag) also runs every protocol test of ``test_protocols.py``; TT-NN refuses N1.6 by name."""
+tag) also runs every protocol test of ``test_protocols.py``. On TT-NN (``test_ttnn_mock.py``) N1.6 is served; the
+generic refusal of a version without a TT-NN port is still shown here on a row with its port taken away."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_the_fast_path_serves_n16_within_the_golden_rule(server_env):
     assert_matches_golden(body["actions"], demo["expected"]["actions"])
 
 
-def test_settings_pick_the_tag_and_ttnn_refuses_n16_by_name():
+def test_settings_pick_the_tag_and_serve_n16_on_ttnn():
     from gr00t_p150.server.settings import SettingError, load_config
 
     c = load_config({"GR00T_VERSION": "n16", "GR00T_EMBODIMENT": "oxe_widowx"})
@@ -113,8 +114,39 @@ def test_settings_pick_the_tag_and_ttnn_refuses_n16_by_name():
         load_config({"GR00T_VERSION": "n16", "GR00T_EMBODIMENT": "oxe_droid_relative_eef_relative_joint"})
     with pytest.raises(SettingError, match="GR00T_LAYOUT='gr1': version n16 serves embodiment 'gr1' with layout"):
         load_config({"GR00T_VERSION": "n16", "GR00T_LAYOUT": "gr1"})
-    with pytest.raises(SettingError, match=r"GR00T_BACKEND=ttnn: GR00T_VERSION=n16 cannot run there: .*issue 46"):
+    c = load_config({"GR00T_VERSION": "n16", "GR00T_BACKEND": "ttnn"})  # ported (issue 46): no refusal
+    assert (c.backend, c.layout, c.tt_num_cqs) == ("ttnn", "gr1_n16", 1)
+    assert load_config({"GR00T_VERSION": "n16", "GR00T_BACKEND": "ttnn", "GR00T_EMBODIMENT": "oxe_widowx"}).layout \
+        == "oxe_widowx"
+    # G1's frame size is not known, and the TT model is built for static image grids: refused before any boot
+    with pytest.raises(SettingError, match=r"GR00T_BACKEND=ttnn: layout 'unitree_g1' has no known frame size"):
+        load_config({"GR00T_VERSION": "n16", "GR00T_BACKEND": "ttnn", "GR00T_EMBODIMENT": "unitree_g1"})
+
+
+def test_a_version_without_a_ttnn_port_is_still_refused_by_name(monkeypatch):
+    """The generic refusal (``VersionSpec.ttnn_refusal``) for a future version without a TT-NN port, shown on an N1.6
+    row with its port taken away: settings refuse GR00T_BACKEND=ttnn with the reason, auto picks torch on a card."""
+    from dataclasses import replace
+
+    from gr00t_p150.backends import registry
+    from gr00t_p150.server.settings import SettingError, load_config
+    from models.experimental.gr00t.common import versions
+    from models.experimental.gr00t.tt import runner
+
+    refused = replace(versions.SPECS["n16"], ttnn_refusal="its TT-NN port is not written", tt_policy_cls=None,
+                      tt_model_builder=None, tt_device_tensors=None, tt_blank_inputs=None)
+    monkeypatch.setitem(versions.SPECS, "n16", refused)
+    with pytest.raises(SettingError, match=r"GR00T_BACKEND=ttnn: GR00T_VERSION=n16 cannot run there: its TT-NN port"):
         load_config({"GR00T_VERSION": "n16", "GR00T_BACKEND": "ttnn"})
+    monkeypatch.setattr(runner, "device_present", lambda: True)
+    name, reason = registry.choose("auto", version="n16", mock=False)
+    assert name == "torch" and "its TT-NN port is not written" in reason
+    monkeypatch.setitem(versions.SPECS, "n16", replace(refused, ttnn_refusal=None, tt_policy_cls="p:c",
+                                                       tt_model_builder="p:b", tt_device_tensors="p:d",
+                                                       tt_blank_inputs="p:i"))
+    assert registry.choose("auto", version="n16", layout="gr1_n16")[0] == "ttnn"
+    name, reason = registry.choose("auto", version="n16", layout="unitree_g1")  # a layout the port cannot serve
+    assert name == "torch" and "layout 'unitree_g1' has no known frame size" in reason
 
 
 def test_smoke_test_passes_against_a_live_n16_server(server_env, tmp_path):

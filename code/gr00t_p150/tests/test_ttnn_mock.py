@@ -223,9 +223,60 @@ def test_an_n17_instruction_over_the_limit_is_refused_before_the_device(mock_ser
     assert err.value.code == 400 and json.loads(err.value.read())["error"]["field"] == "instruction"
 
 
-@pytest.mark.parametrize("which", ["n15", "n17"])
+# ---- N1.6 (GR1 tag) through the same backend ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def mock_server_n16(server_env, tmp_path_factory):
+    # GR00T_MAX_BATCH=4: the N1.6 TT model runs one request per call, so the boot builds bucket 1 only and says why
+    env = {**server_env, "GR00T_MAX_BATCH": "4", "GR00T_BATCH_WINDOW_MS": "2"}
+    yield from mock_serving(env, tmp_path_factory, "n16")
+
+
+def test_n16_boots_on_the_mock_with_one_queue_and_one_bucket(mock_server_n16):
+    url, log = mock_server_n16
+    text = log.read_text()
+    for phrase in ("TT weight cache written", "Opening device: ttnn MOCK P150", "1 command queue(s)",
+                   "Compiled the untraced batch-1 model", "Fidelity gate skipped",
+                   "GR00T_MAX_BATCH=4 ignored: the GR00T_VERSION=n16 TT-NN model runs one request per call",
+                   "Application startup complete"):
+        assert phrase in text, phrase
+    assert "batch-2" not in text
+    info = get(url + "/info")
+    backend = info["backend"]
+    assert info["version"] == "n16" and info["stage"] == "stage1-ttnn-mock-untraced"
+    # the prompt without its instruction (14 + 2 + 5 + 81 + 2) + the 102-token limit = 206 → 224
+    assert backend["name"] == "ttnn" and backend["mock"] is True and backend["seq_len_padded"] == 224
+    assert backend["num_cqs"] == 1 and backend["num_cqs_requested"] == 1 and info["config"]["tt_num_cqs"] == 1
+    assert backend["batch_buckets"] == [1]
+
+
+def test_an_n16_request_travels_the_whole_tt_path_and_is_flagged(mock_server_n16):
+    url, _ = mock_server_n16
+    demo = get(url + "/demo")
+    out = post(url + "/predict", {**demo["request"], "return_normalized": True})
+    assert out["backend"] == {"name": "ttnn", "device": "mock-p150", "dtype": "mixed_dit", "mock": True}
+    assert out["warning"].startswith("MOCK DEVICE")
+    # the GR1 tag's 16-step horizon (not the 50-row envelope), its five groups
+    assert {k: (len(v), len(v[0])) for k, v in out["actions"].items()} == {
+        "left_arm": (16, 7), "right_arm": (16, 7), "left_hand": (16, 6), "right_hand": (16, 6), "waist": (16, 3)}
+    assert len(out["action_pred_normalized"]) == 16 and len(out["action_pred_normalized"][0]) == 128
+    assert all(v == 0.0 for row in out["action_pred_normalized"] for v in row)  # nothing computed, nothing hidden
+    assert out["timing_ms"]["device"] > 0
+
+
+def test_an_n16_instruction_over_the_limit_is_refused_before_the_device(mock_server_n16):
+    url, _ = mock_server_n16
+    demo = get(url + "/demo")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        post(url + "/predict", {**demo["request"], "instruction": "word " * 120})
+    assert err.value.code == 400 and json.loads(err.value.read())["error"]["field"] == "instruction"
+
+
+MOCK_SERVERS = {"n15": "mock_server", "n16": "mock_server_n16", "n17": "mock_server_n17"}
+
+
+@pytest.mark.parametrize("which", list(MOCK_SERVERS))
 def test_the_smoke_test_passes_against_the_mock_servers(which, request):
-    url, _ = request.getfixturevalue("mock_server" if which == "n15" else "mock_server_n17")
+    url, _ = request.getfixturevalue(MOCK_SERVERS[which])
     proc = subprocess.run([sys.executable, str(CODE / "gr00t_p150/server/smoke_test.py"), "--url", url, "-v"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

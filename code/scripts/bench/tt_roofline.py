@@ -5,7 +5,7 @@ factories, bytes moved, FLOPs, the p150a floors they imply (512 GB/s DRAM, the g
 fidelity; see ``tt/tools/census.py``), and L1 per core. **Floors, not measurements**: a lower bound on what a card can
 do with these ops, ignoring dispatch and program configs.
 
-    tt_roofline.py [--version n15|n17] [--batch 1|2|4] [--json benchmarks/results/tt_roofline_n15.json]
+    tt_roofline.py [--version n15|n16|n17] [--batch 1|2|4] [--json benchmarks/results/tt_roofline_n15.json]
                    [--vision-fidelity SPEC] [--vision-candidates SPEC ... --candidates-json out.json]
 
 ``--batch B`` sheets the model of a micro-batching bucket (B requests per call; default file
@@ -35,7 +35,7 @@ RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
+    ap.add_argument("--version", default="n15", choices=["n15", "n16", "n17"])
     ap.add_argument("--batch", type=int, default=1, choices=[1, 2, 4], help="requests per call (a bucket)")
     ap.add_argument("--json", type=Path, help=f"default {RESULTS}/tt_roofline_<version>[_b<batch>].json")
     ap.add_argument("--vision-fidelity", metavar="SPEC", help="the vision tower's fidelity spec for the whole sheet")
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
                     help="recapture the vision stage under each spec")
     ap.add_argument("--candidates-json", type=Path, help="where --vision-candidates' floors go")
     args = ap.parse_args(argv)
-    tower = {"n15": "siglip", "n17": "qwen3vl"}[args.version]
+    tower = {"n15": "siglip", "n16": "eagle3", "n17": "qwen3vl"}[args.version]
     from gr00t_p150.backends.ttnn_backend import prepare_runtime
 
     prepare_runtime(True, Path(os.environ.get("GR00T_CACHE_DIR") or Path.home() / ".cache" / "gr00t_p150"))
@@ -63,11 +63,12 @@ def main(argv=None) -> int:
         table = model.w.vision_fidelity
         if args.vision_fidelity:
             table[tower] = args.vision_fidelity
-        print(f"capturing the stages ({time.perf_counter() - t0:.0f} s), {tower} fidelity {table[tower]} ...",
+        print(f"capturing the stages ({time.perf_counter() - t0:.0f} s), {tower} fidelity "
+              f"{table.get(tower, 'HiFi4')} ...",
               file=sys.stderr)
         sheet, report = stage_sheet(model, demo_host_inputs(model, config, layout))
         banks = int(ttnn.get_memory_view(device, ttnn.BufferType.DRAM).num_banks)
-        sheet_spec, candidates = table[tower], {}
+        sheet_spec, candidates = table.get(tower, "HiFi4"), {}  # N1.6's tower: no tuned table
         for spec in args.vision_candidates:  # the stage check left the vision stage's inputs in place
             table[tower] = spec
             ops = capture_stage(model, "vision").ops

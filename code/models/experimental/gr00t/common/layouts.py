@@ -46,6 +46,18 @@ class Layout:
     action_reps: tuple[tuple[str, str], ...] = ()
     aspect_range: tuple[float, float] | None = None  # allowed width / height of every frame
     wire: WireModality | None = None  # NVIDIA's modality config of this embodiment (the wire protocols)
+    # The static (h, w) patch grid of every image a TT-NN build is for, where the checkpoint decides it (N1.6: its
+    # processor config's image chain on the wire frame size, put here by ``tt/ttnn_policy_n16``); None in the rows.
+    image_grids: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def ttnn_refusal(self) -> str | None:
+        """Why the TT-NN port cannot serve this layout, or None: its models are built for static image grids, from the
+        frame size the cameras deliver (``wire.image_hw``; N1.6's unitree_g1 has none known)."""
+        if self.wire is None or self.wire.image_hw is None:
+            return (f"layout {self.name!r} has no known frame size, and the TT-NN model is built for static image "
+                    "grids; serve it with GR00T_BACKEND=torch")
+        return None
 
     @property
     def n_images(self) -> int:

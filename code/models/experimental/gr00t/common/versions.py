@@ -68,7 +68,8 @@ class VersionSpec:
     # The TT-NN port of the version, or ``ttnn_refusal``: why GR00T_BACKEND=ttnn refuses it (no tt_* row then).
     ttnn_refusal: str | None = None
     tt_policy_cls: str | None = None  # the TT-NN policy (``tt/ttnn_policy_nXX.py`` over ``tt/ttnn_policy.py``)
-    tt_num_cqs: int = 1  # default GR00T_NUM_CQS, as the published package runs it (N1.5: 1, N1.7: 2)
+    tt_num_cqs: int = 1  # default GR00T_NUM_CQS, as the published package runs it (N1.5: 1, N1.6: 1, N1.7: 2)
+    tt_max_batch: int = 4  # the largest micro-batching bucket its TT model builds (1: one request per call)
     tt_model_builder: str | None = None  # (device weights, config, layout) -> the TT model for the layout's geometry
     tt_device_tensors: str | None = None  # the weight layout: (load, names, config, layout) -> (name, tensor, layout)
     tt_blank_inputs: str | None = None  # (model, config, layout, instruction) -> host inputs of a zero request
@@ -187,8 +188,14 @@ SPECS: dict[str, VersionSpec] = {
         synthetic_sidecars=f"{PORT}.common.synthetic:n16_sidecars",
         tokenizer_env="GR00T_TOKENIZER_DIR_N16",
         eagle_tokens=True,
-        ttnn_refusal="the TT-NN port of GR00T N1.6 (Eagle 3 tower, Qwen3-16, AlternateVLDiT) is not written yet "
-                     "(issue 46); serve N1.6 with GR00T_BACKEND=torch",
+        # One queue: no published N1.6 package to follow, and N1.6's request writes (patches, prompt, placement and
+        # masks) are small next to its compute, so the two-queue overlap buys little; GR00T_NUM_CQS=2 still works.
+        tt_policy_cls=f"{PORT}.tt.ttnn_policy_n16:TTGr00tPolicyN16",
+        tt_num_cqs=1,
+        tt_max_batch=1,  # ``TtGr00tN16`` runs one request per call so far: GR00T_MAX_BATCH > 1 runs one at a time
+        tt_model_builder=f"{PORT}.tt.ttnn_policy_n16:build_model",
+        tt_device_tensors=f"{PORT}.tt.weight_layout_n16:device_tensors",
+        tt_blank_inputs=f"{PORT}.tt.ttnn_policy_n16:blank_host_inputs",
     ),
     "n17": VersionSpec(
         name="n17",

@@ -40,7 +40,6 @@ Decisions (the spec leaves them to us):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,24 +47,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..common.checkpoint import LazyCheckpoint, load_module, read_json
-from ..common.configs_n16 import PROCESSOR_FILE, Gr00tN16Config, Gr00tN16ProcessorConfig
-from ..common.errors import CheckpointError, ConfigError, InputError
-from ..common.layouts import N16_LAYOUTS, Layout
-from ..common.normalization_n16 import N16Processing, N16Stats, decode_actions, encode_actions, encode_state
-from ..common.observation import FLOAT32_MAX, Observation
-from ..common.policy import PreparedInputs, initial_noise
-from ..common.preprocessing_n16 import N16ImageChain, vlm_frame_order
-from ..common.prompts_n16 import n16_prompt_ids
+from ..common.checkpoint import LazyCheckpoint, load_module
+from ..common.configs_n16 import Gr00tN16Config, Gr00tN16ProcessorConfig
+from ..common.errors import CheckpointError
+from ..common.inputs_n16 import N16Host, n16_layout_row
+from ..common.layouts import Layout
+from ..common.normalization_n16 import N16Processing, N16Stats
+from ..common.observation import Observation
+from ..common.policy import PreparedInputs
 from ..common.synthetic import synthetic_info
 from ..common.timing import Stopwatch
 from ..common.weights import ACTION_HEAD_PREFIX
 from .policy import ReferencePolicyBase
 from .torch_backbone_n16 import BACKBONE_PREFIX, LM_HEAD_KEY, Eagle3Backbone
 from .torch_gr00t_n16 import MASK_TOKEN, Gr00tN16ActionHead
-
-STATE_DTYPES = {"float64": np.float64, "float32": np.float32}
-
 
 class Gr00tN16(nn.Module):
     """The whole N1.6 model: ``backbone`` (``Eagle3Backbone``) and ``action_head`` (``Gr00tN16ActionHead``), module
@@ -99,47 +94,9 @@ class Gr00tN16(nn.Module):
         return model.eval()
 
 
-def check_layout(layout: Layout, processing: N16Processing, directory: Path) -> Layout:
-    """``layout`` (the tag's row) against the checkpoint's modality config for the tag; the row with the file's
-    category id. A disagreement is a ``ConfigError`` naming both."""
-    modality = read_json(directory / PROCESSOR_FILE, "the N1.6 processor config")["processor_kwargs"][
-        "modality_configs"][processing.tag]
-    video = modality.get("video") or {}
-    file_view = {"cameras": tuple(video.get("modality_keys") or ()), "frames": len(video.get("delta_indices") or ()),
-                 "state": tuple((k.name, k.dim) for k in processing.state_keys),
-                 "action": tuple((k.name, k.dim) for k in processing.action_keys)}
-    row_view = {"cameras": layout.cameras, "frames": layout.frames_per_camera, "state": layout.state_groups,
-                "action": layout.action_groups}
-    wrong = [k for k in file_view if file_view[k] != row_view[k]]
-    if wrong:
-        raise ConfigError(f"{directory / PROCESSOR_FILE}: tag {processing.tag!r} disagrees with layout "
-                          f"{layout.name!r} on {', '.join(wrong)}: file {[file_view[k] for k in wrong]}, "
-                          f"layout {[row_view[k] for k in wrong]}")
-    return dataclasses.replace(layout, embodiment_id=processing.embodiment_id)
-
-
-def raw_state_of(obs: Observation, layout: Layout, state_dtype: str) -> dict[str, np.ndarray]:
-    """The request's state per group as float64 (D,), after the ``state_dtype`` the client's values were meant in;
-    groups and widths checked against the layout (``parse_state`` already did for server requests)."""
-    if state_dtype not in STATE_DTYPES:
-        raise InputError("state_dtype", f"must be one of {sorted(STATE_DTYPES)}")
-    expected = [name for name, _ in layout.state_groups]
-    if sorted(obs.state) != sorted(expected):
-        raise InputError("state", f"has groups {sorted(obs.state)}; this layout expects {expected}")
-    out = {}
-    for name, dim in layout.state_groups:
-        x = np.asarray(obs.state[name], dtype=STATE_DTYPES[state_dtype]).astype(np.float64).reshape(-1)
-        if x.shape != (dim,):
-            raise InputError(f"state.{name}", f"has {x.size} values; expected {dim}")
-        if not (np.isfinite(x).all() and (np.abs(x) <= FLOAT32_MAX).all()):
-            raise InputError(f"state.{name}", "contains a value that is not finite in float32")
-        out[name] = x
-    return out
-
-
 class ReferencePolicyN16(ReferencePolicyBase):
     """N1.6, one embodiment tag: the shared life cycle (``get_action`` = prepare → infer → finish) with N1.6's
-    checkpoint files, host chain, model and action decoding."""
+    checkpoint files, model and the shared host chain (``common/inputs_n16.N16Host``: prepare, finish, RTC prefix)."""
 
     def __init__(self, model: Gr00tN16, config: Gr00tN16Config, layout: Layout, stats: N16Stats, checkpoint_dir: Path,
                  synthetic: dict | None, processing: N16Processing | None = None,
@@ -149,7 +106,8 @@ class ReferencePolicyN16(ReferencePolicyBase):
         super().__init__(model, config, layout, stats, checkpoint_dir, synthetic)
         self.processing = processing or N16Processing.from_checkpoint(checkpoint_dir, layout.embodiment)[0]
         self.processor = processor or Gr00tN16ProcessorConfig.from_checkpoint(checkpoint_dir)
-        self.image_chain = N16ImageChain.from_configs(self.processor, config.backbone)
+        self.host = N16Host(config, layout, stats, self.processing, self.processor, Path(checkpoint_dir))
+        self.image_chain = self.host.image_chain
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, embodiment: str = "gr1", device: str = "cpu",
@@ -159,77 +117,38 @@ class ReferencePolicyN16(ReferencePolicyBase):
         load for a fast path that takes the model over: ``Gr00tN16.from_checkpoint``) loads those parts in another
         dtype."""
         directory = Path(directory)
-        if layout is not None:
-            rows = {row.name: row for row in N16_LAYOUTS.values()}
-            if layout not in rows:
-                raise ConfigError(f"unknown N1.6 layout {layout!r}: known are {sorted(rows)}")
-            embodiment = rows[layout].embodiment
-        if embodiment not in N16_LAYOUTS:
-            raise ConfigError(f"N1.6 embodiment {embodiment!r} has no layout: served tags are {sorted(N16_LAYOUTS)}")
+        row = n16_layout_row(embodiment, layout)
         config = Gr00tN16Config.from_checkpoint(directory)
-        processor = Gr00tN16ProcessorConfig.from_checkpoint(directory)
-        processing, stats = N16Processing.from_checkpoint(directory, embodiment)
-        lay = check_layout(N16_LAYOUTS[embodiment], processing, directory)
+        host = N16Host.from_checkpoint(directory, row, config)
         model = Gr00tN16.from_checkpoint(LazyCheckpoint(directory), config, dtypes_of=dtypes_of).to(device)
-        return cls(model, config, lay, stats, directory, synthetic_info(directory), processing, processor)
+        return cls(model, config, host.layout, host.stats, directory, synthetic_info(directory), host.processing,
+                   host.processor)
 
     @property
     def chunk_shape(self) -> tuple[int, int]:
-        """The tag's horizon (GR1 16, G1 30, bridge 8) × the model's 128 columns: the rows ``finish`` returns and an
-        RTC prefix may cover; the noise still covers all 50 rows of the envelope."""
-        return self.processing.horizon, self.config.action_head.action_dim
+        """The tag's horizon (GR1 16, G1 30, bridge 8) × the model's 128 columns (``N16Host.chunk_shape``)."""
+        return self.host.chunk_shape
 
     def checkpoint_modality_config(self) -> dict:
-        """The tag's entry of ``processor_config.json``'s ``modality_configs``, as NVIDIA's N1.6 policy returns it to
-        ``get_modality_config`` (the ZMQ endpoint sends it verbatim)."""
-        return read_json(self.checkpoint_dir / PROCESSOR_FILE, "the N1.6 processor config")["processor_kwargs"][
-            "modality_configs"][self.processing.tag]
+        """The tag's entry of ``processor_config.json``'s ``modality_configs`` (``N16Host.modality_config``)."""
+        return self.host.modality_config()
 
-    # ---- host side ---------------------------------------------------------------------------------------------------
+    # ---- host side: ``common/inputs_n16.N16Host``, shared with the TT-NN policy --------------------------------------
     def frames(self, obs: Observation) -> list[np.ndarray]:
-        """One list, time-major, camera-minor in the layout's (= the modality config's) camera order."""
-        missing = [cam for cam in self.layout.cameras if cam not in obs.images]
-        if missing:
-            raise InputError(f"images.{missing[0]}", f"missing; this layout expects {list(self.layout.cameras)}")
-        views = [obs.images[cam] for cam in self.layout.cameras]
-        for cam, view in zip(self.layout.cameras, views):
-            if len(view) != self.layout.frames_per_camera:
-                raise InputError(f"images.{cam}", f"has {len(view)} frame(s); this layout takes exactly "
-                                                  f"{self.layout.frames_per_camera}")
-        return vlm_frame_order(views)
+        return self.host.frames(obs)
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PreparedInputs:
         """Validate and encode one observation; raises ``InputError`` before any model work."""
-        h = self.config.action_head
-        x0, source, seed = initial_noise(noise, seed, self.layout.default_seed, h.action_horizon, h.action_dim)
-        raw_state = raw_state_of(obs, self.layout, state_dtype)
-        names = [cam for cam in self.layout.cameras for _ in range(self.layout.frames_per_camera)]
-        images = self.image_chain(self.frames(obs), names)
-        factor = self.image_chain.factor
-        prompt = n16_prompt_ids(obs.instruction, [(im.shape[1] // factor) * (im.shape[2] // factor) for im in images],
-                                formalize=self.processor.formalize_language,
-                                max_text_tokens=self.layout.max_text_tokens)
-        state = torch.from_numpy(encode_state(raw_state, self.stats, self.processing)).reshape(1, 1, -1)
-        pixel_values = torch.stack(images) if len({im.shape for im in images}) == 1 else images
-        return PreparedInputs(pixel_values, torch.tensor([prompt.input_ids], dtype=torch.int64), state, x0,
-                              prompt.text_tokens, source, seed, raw_state=raw_state)
+        return self.host.prepare(obs, noise=noise, seed=seed, state_dtype=state_dtype)
 
     def finish(self, action_pred: torch.Tensor, inputs: PreparedInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Model chunk [1, 50, 128] → (float32 [H, 128]: the tag's rows, every column; actions per group)."""
-        chunk = action_pred[0].float().cpu().numpy()
-        return (np.ascontiguousarray(chunk[:self.processing.horizon]),
-                decode_actions(chunk, inputs.raw_state, self.stats, self.processing))
+        return self.host.finish(action_pred, inputs)
 
     def frozen_prefix(self, last_normalized, last_actions, steps: slice, inputs) -> np.ndarray:
-        """RTC's target [d, 128] for a new request (``inputs``): the previous chunk's absolute actions at ``steps``
-        re-expressed against this request's state (``normalization_n16.encode_actions``), the previous rows' own
-        padding columns kept."""
-        target = np.array(last_normalized[steps], dtype=np.float32)
-        head = encode_actions({k: np.asarray(v)[steps] for k, v in last_actions.items()}, inputs.raw_state,
-                              self.stats, self.processing)
-        target[:, :head.shape[1]] = head
-        return target
+        """RTC's target [d, 128] for a new request, re-expressed against its state (``N16Host.frozen_prefix``)."""
+        return self.host.frozen_prefix(last_normalized, last_actions, steps, inputs)
 
     # ---- the model ---------------------------------------------------------------------------------------------------
     @torch.inference_mode()

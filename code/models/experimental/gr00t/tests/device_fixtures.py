@@ -42,7 +42,8 @@ def p150():
 
 def checkpoint_for(version: str) -> Path:
     require_device()
-    explicit = os.environ.get({"n15": "GR00T_TEST_WEIGHTS", "n17": "GR00T_TEST_WEIGHTS_N17"}[version])
+    explicit = os.environ.get({"n15": "GR00T_TEST_WEIGHTS", "n16": "GR00T_TEST_WEIGHTS_N16",
+                               "n17": "GR00T_TEST_WEIGHTS_N17"}[version])
     if explicit:
         return Path(explicit)
     from models.experimental.gr00t.common.synthetic import synthetic_info, write_checkpoint
@@ -78,7 +79,7 @@ def observations(layout):
     from models.experimental.gr00t.common.observation import parse_observation
 
     a = load_demo_request(layout.version)
-    if layout.version == "n15":
+    if "eef_9d" not in a["state"]:  # joint states (N1.5, N1.6): scaled and shifted
         state = {k: (np.asarray(v) * 0.5 + 0.1).tolist() for k, v in a["state"].items()}
     else:
         state = {k: np.asarray(v, dtype=np.float64) for k, v in a["state"].items()}

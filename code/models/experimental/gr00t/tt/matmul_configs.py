@@ -16,16 +16,22 @@ A 1-D multicast over N cannot use more cores than N has tiles: FF2 and the atten
 stay on 48 cores, and a 2-D split of 2 tile rows reaches no more. The mock P150 accepts every config here at full
 size (``make test-tt-full``); what they gain is for a card to measure.
 
-**Long activations (M > 64 rows: SigLIP / the Qwen3-VL vision tower, the Qwen3 decoders, the adapter's
-self-attention).** ttnn's default for them is a 2-D or 1-D multicast whose K block is again ``ceil(Kt / 130)``.
-``long_m_config`` keeps the 2-D multicast (activation rows multicast along one grid axis, weight columns along the
-other) and picks the orientation that puts more cores to work: M over the 10 rows and N over the 13 columns, or
-(``transpose_mcast``) the other way (Qwen3 at S = 384: 12 M tiles on 12 columns × 10 rows of N = 120 cores
-instead of 6 × 13 = 78). ``per_core_M`` is the ceiling of the M tiles over its axis, ``per_core_N`` the ceiling
-of the N tiles over the other or up to 3 tiles more, and the K block the largest divisor of Kt up to 16 tiles
-whose double-buffered input blocks, output, fp32 partials and bias row fit ``L1_MATMUL_BUDGET`` per core. Among
-these layouts the rule prefers, in order: at least ``MIN_CORES`` cores at work, K blocks of 4 tiles or more, the
-widest output sub-block (of ≤ 4 tiles), the most cores (Qwen3's o_proj: 8 N tiles a core on 96 cores in 1×4
+**Mid-length activations (3–4 tile rows, ≤ 128: N1.6's ``mlp1`` connector over GR1's 81 image tokens, a G1
+frame's 108, a batch-2 bucket's 128-row DiT block).** A 2-D layout splits M over at most 3–4 rows of the grid, so
+it reaches 39–52 cores; ``mid_m_config`` takes the short rule's 1-D multicast instead (every core holds all the
+activation's rows, N split over the grid: the connector's 2048 outputs on 64 cores) wherever that reaches more
+cores, its K block cut to ``L1_MATMUL_BUDGET`` as below, the output sub-block spanning the core's width.
+
+**Long activations (more rows than the 1-D rules serve: SigLIP / the Qwen3-VL and Eagle 3 vision towers, the Qwen3
+decoders, the adapter's self-attention).** ttnn's default for them is a 2-D or 1-D multicast whose K block is again
+``ceil(Kt / 130)``. ``long_m_config`` keeps the 2-D multicast (activation rows multicast along one grid axis, weight
+columns along the other) and picks the orientation that puts more cores to work: M over the 10 rows and N over the
+13 columns, or (``transpose_mcast``) the other way (Qwen3 at S = 384: 12 M tiles on 12 columns × 10 rows of N = 120
+cores instead of 6 × 13 = 78). ``per_core_M`` is the ceiling of the M tiles over its axis, ``per_core_N`` the
+ceiling of the N tiles over the other or up to 3 tiles more, and the K block the largest divisor of Kt up to 16
+tiles whose double-buffered input blocks, output, fp32 partials and bias row fit ``L1_MATMUL_BUDGET`` per core.
+Among these layouts the rule prefers, in order: at least ``MIN_CORES`` cores at work, K blocks of 4 tiles or more,
+the widest output sub-block (of ≤ 4 tiles), the most cores (Qwen3's o_proj: 8 N tiles a core on 96 cores in 1×4
 sub-blocks rather than 7 on 120 in 1×1 ones). Where no layout reaches ``MIN_CORES`` (the Qwen3-VL mergers' 14 M
 tiles) the most cores win. The activation after the matmul (SigLIP's and the vision tower's tanh GELU, the
 adapter's) is fused into the program.
@@ -47,6 +53,7 @@ import ttnn
 GRID = (13, 10)
 TILE = 32
 SHORT_M_TILES = 2  # activations of up to 64 rows take the short-activation rule
+MID_M_TILES = 4  # up to 128 rows: the 1-D rule where it reaches more cores than the 2-D one (``mid_m_config``)
 MAX_K_BLOCK = 16
 MAX_SUBBLOCK = 4  # output tiles per sub-block with fp32 accumulation
 MIN_CORES = 96  # a long-M layout on at least this many cores may trade a few cores for a wider sub-block
@@ -82,6 +89,33 @@ def short_m_config(m: int, k: int, n: int, activation: str | None = None):
         fused_activation=_fused(activation), mcast_in0=True)
 
 
+def _buffers(pcm: int, pcn: int, kb: int, weight_tile_bytes: int) -> int:
+    """A core's matmul buffers: double-buffered in0 / in1 blocks, the output and its fp32 partials, the bias row."""
+    return (2 * pcm * kb * BF16_TILE + 2 * pcn * kb * weight_tile_bytes
+            + pcm * pcn * (BF16_TILE + FP32_TILE) + pcn * BF16_TILE)
+
+
+def mid_m_config(m: int, k: int, n: int, activation: str | None = None, weight_tile_bytes: int = BF16_TILE):
+    """The 1-D multicast config of a mid-length activation (3–4 tile rows: N1.6's connector over GR1's 81 image
+    tokens, a G1 frame's 108, a batch-2 bucket's 128-row DiT block) where it puts more cores to work than any 2-D
+    layout, else ``None`` (``long_m_config`` then). A 2-D layout of 3 M tiles reaches at most 3 × 13 = 39 cores;
+    multicasting the whole activation (every core holds its 3–4 tile rows, ≤ 4 × 16 tiles of K a step) and
+    splitting N alone reaches ``ceil(Nt / per_core_N)`` (the connector's 2048 outputs: 64)."""
+    mt, kt, nt = math.ceil(m / TILE), math.ceil(k / TILE), math.ceil(n / TILE)
+    if not SHORT_M_TILES < mt <= MID_M_TILES:
+        return None
+    two_d = long_m_config(m, k, n, activation, weight_tile_bytes)
+    per_core_n = math.ceil(nt / (GRID[0] * GRID[1]))
+    if math.ceil(nt / per_core_n) <= math.ceil(mt / two_d.per_core_M) * math.ceil(nt / two_d.per_core_N):
+        return None
+    h, w = _subblock(mt, per_core_n, tall_spans_width=True)
+    kb = max(d for d in range(1, min(kt, MAX_K_BLOCK) + 1)
+             if kt % d == 0 and (d == 1 or _buffers(mt, per_core_n, d, weight_tile_bytes) <= L1_MATMUL_BUDGET))
+    return ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
+        compute_with_storage_grid_size=ttnn.CoreCoord(*GRID), in0_block_w=kb, out_subblock_h=h, out_subblock_w=w,
+        per_core_M=mt, per_core_N=per_core_n, fuse_batch=True, fused_activation=_fused(activation), mcast_in0=True)
+
+
 def _fused(activation: str | None):
     return ttnn.UnaryWithParam(ACTIVATIONS[activation]) if activation else None
 
@@ -94,12 +128,8 @@ def long_m_config(m: int, k: int, n: int, activation: str | None = None, weight_
         return None
 
     def k_block(pcm: int, pcn: int) -> int:
-        def buffers(kb: int) -> int:  # double-buffered in0 / in1 blocks, the output and its fp32 partials, the bias
-            return (2 * pcm * kb * BF16_TILE + 2 * pcn * kb * weight_tile_bytes
-                    + pcm * pcn * (BF16_TILE + FP32_TILE) + pcn * BF16_TILE)
-
         return max(d for d in range(1, min(kt, MAX_K_BLOCK) + 1)
-                   if kt % d == 0 and (d == 1 or buffers(d) <= L1_MATMUL_BUDGET))
+                   if kt % d == 0 and (d == 1 or _buffers(pcm, pcn, d, weight_tile_bytes) <= L1_MATMUL_BUDGET))
 
     def layouts():
         for transpose in (False, True):
@@ -120,8 +150,10 @@ def long_m_config(m: int, k: int, n: int, activation: str | None = None, weight_
 
 
 def matmul_config(m: int, k: int, n: int, activation: str | None = None, weight_tile_bytes: int = BF16_TILE):
-    """The program config of an [M, K] × [K, N] ``ttnn.linear``: short or long by M."""
-    return short_m_config(m, k, n, activation) or long_m_config(m, k, n, activation, weight_tile_bytes)
+    """The program config of an [M, K] × [K, N] ``ttnn.linear`` (or ``ttnn.matmul`` of two activations: N1.6's
+    placement, ``weight_tile_bytes`` bf16): short, mid or long by M."""
+    return (short_m_config(m, k, n, activation) or mid_m_config(m, k, n, activation, weight_tile_bytes)
+            or long_m_config(m, k, n, activation, weight_tile_bytes))
 
 
 SDPA_CHUNKS = (128, 64, 32)

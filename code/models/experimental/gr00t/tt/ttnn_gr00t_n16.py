@@ -15,12 +15,16 @@ the prompt from reaching a real row (``ttnn_qwen3``). Its RoPE tables are theref
 Per request only what moves is written:
 - ``patches``: the images' patch rows (``weight_layout_n16.patch_rows``);
 - ``input_ids``: the padded prompt;
-- ``placement`` [1, S_pad, N_image]: a 0/1 matrix with one 1 per image row (row r of the k-th ``<IMG_CONTEXT>`` has
+- ``placement`` [1, S_pad, K]: a 0/1 matrix with one 1 per image row (row r of the k-th ``<IMG_CONTEXT>`` has
   its 1 in column k). The splice is ``embedding(ids) + placement @ image_tokens``, exact: every output row is one
   product with a single 1 (the image token, copied) or none (zero), and the embedding table's ``<IMG_CONTEXT>`` row
   is zero on the device (``weight_layout_n16``), so no keep mask is needed. A matmul, because a per-request row
   gather of computed tile-layout tokens has no trace-safe ttnn op with a device index input, and N1.7's splice
-  already runs this way (there with a constant placement); it costs S_pad·N·D MACs (GR1 224 × 81 × 2048);
+  already runs this way (there with a constant placement); it costs S_pad·K·D MACs (GR1 224 × 96 × 2048).
+  **K is the image-token count N tile-padded** (GR1 81 → 96): the device multiplies whole tiles, and the rows of the
+  image tokens past N in their last tile are whatever the connector's slice and matmuls left there (on a card, not
+  necessarily finite: 0 × NaN = NaN). So the tokens are padded to K rows with zeros (``ttnn.pad``, which writes its
+  value into the new logical rows) and the placement carries zero columns N … K−1: every padding product is 0 × 0;
 - ``text_keys`` / ``image_keys``: the AlternateVLDiT's additive cross-attention key masks [1, 1, T_pad, S_pad]
   (text = every real non-image row, image = the image rows; both move with the instruction now), as
   ``Gr00tN16ActionHead.key_masks`` builds them;
@@ -39,6 +43,7 @@ import ttnn
 from ..common.configs_n16 import Gr00tN16Config
 from ..common.errors import InputError
 from ..common.prompts_n16 import seq_len as n16_seq_len
+from .matmul_configs import matmul_config
 from .ttnn_common import NEG_INF, DeviceWeights
 from .ttnn_eagle3 import TtEagle3Vision
 from .ttnn_gr00t import STAGES, TtGr00tModel, cross_buffer, head_buffers
@@ -87,12 +92,17 @@ class StaticShapesN16:
     def image_tokens(self) -> int:
         return self.geometry.tokens
 
+    @property
+    def placement_k(self) -> int:
+        """The splice matmul's inner dimension: the image tokens tile-padded (GR1 81 → 96)."""
+        return tile_up(self.image_tokens)
+
     def buffers(self) -> dict[str, tuple[list[int], str, str]]:
         """name → (shape, dtype, layout) of the persistent input buffers."""
         b, s = self.batch, self.seq_len
         return {"patches": ([b, self.geometry.padded, self.patch_width], "bfloat16", "tile"),
                 "input_ids": ([b, s], "uint32", "row_major"),
-                "placement": ([b, s, self.image_tokens], "bfloat16", "tile"),
+                "placement": ([b, s, self.placement_k], "bfloat16", "tile"),
                 "text_keys": cross_buffer(self), "image_keys": cross_buffer(self), **head_buffers(self)}
 
 
@@ -129,7 +139,7 @@ class TtGr00tN16(TtGr00tModel):
                                             f"give {s.image_tokens}")
         host = self.prompt_and_head(input_ids, n_real, state, noise, inpaint)
         host.pop("vl_mask")  # no VL self-attention in N1.6
-        placement = torch.zeros(1, s.seq_len, s.image_tokens)
+        placement = torch.zeros(1, s.seq_len, s.placement_k)  # columns image_tokens … K−1 stay zero
         placement[0, rows, torch.arange(s.image_tokens)] = 1.0
         text, image = torch.full((s.seq_len,), NEG_INF), torch.full((s.seq_len,), NEG_INF)
         text[:n_real] = 0.0
@@ -152,10 +162,17 @@ class TtGr00tN16(TtGr00tModel):
         self.outputs["image_tokens"] = self.eagle(self.inputs["patches"], taps=taps)
 
     def splice(self, input_ids: ttnn.Tensor, placement: ttnn.Tensor, image_tokens: ttnn.Tensor) -> ttnn.Tensor:
-        """Prompt ids [1, S_pad] + placement [1, S_pad, N] + image tokens [1, N, D] → embeddings [1, S_pad, D]."""
+        """Prompt ids [1, S_pad] + placement [1, S_pad, K] + image tokens [1, N, D] → embeddings [1, S_pad, D]; the
+        tokens are zero-padded to K = tile_up(N) rows first, so the matmul's K is tile-aligned and no tile-padding
+        row of theirs reaches an output (see the module docstring)."""
         emb = ttnn.embedding(input_ids, self.w[LLM + "embed_tokens.weight"], layout=ttnn.TILE_LAYOUT,
                              memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        n, k = self.shapes.image_tokens, self.shapes.placement_k
+        if k != n:
+            image_tokens = ttnn.pad(image_tokens, [(0, 0), (0, k - n), (0, 0)], 0.0,
+                                    memory_config=ttnn.DRAM_MEMORY_CONFIG)
         placed = ttnn.matmul(placement, image_tokens, memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                             program_config=matmul_config(self.shapes.seq_len, k, image_tokens.shape[-1]),
                              compute_kernel_config=self.w.norm_config)
         return ttnn.add(emb, placed)
 
@@ -172,6 +189,7 @@ class TtGr00tN16(TtGr00tModel):
 
 
 def build_model(weights: DeviceWeights, config: Gr00tN16Config, layout, batch: int = 1) -> TtGr00tN16:
-    """The TT model for ``layout``'s static geometry (the future ``VersionSpec.tt_model_builder``)."""
+    """The TT model for ``layout``'s static geometry (its ``image_grids`` when the TT policy put the checkpoint's
+    there: ``weight_layout_n16.static_grids``)."""
     return TtGr00tN16(weights, config, StaticShapesN16.for_layout(config, layout, batch))
 

@@ -3,7 +3,8 @@
 only the model differs. What every version's TT policy shares: ``TTGr00tPolicyBase`` (build from a checkpoint,
 run the captured stages), the weights' way onto the device, and ``build_tt_model``, which builds the version's TT
 model through its ``VersionSpec.tt_model_builder``. The versions' policies: ``ttnn_policy_n15.TTGr00tPolicy``
-(N1.5 GR1) and ``ttnn_policy_n17.TTGr00tPolicyN17`` (N1.7 DROID), named by ``VersionSpec.tt_policy_cls``."""
+(N1.5 GR1), ``ttnn_policy_n16.TTGr00tPolicyN16`` (N1.6, every served tag with a known frame size) and
+``ttnn_policy_n17.TTGr00tPolicyN17`` (N1.7 DROID), named by ``VersionSpec.tt_policy_cls``."""
 
 from __future__ import annotations
 
@@ -60,12 +61,25 @@ class TTGr00tPolicyBase:
         for the layout's static geometry, and its runner (``num_cqs`` default: the version's)."""
         checkpoint_dir, spec = Path(checkpoint_dir), cls.spec()
         config = cls.config_cls.from_checkpoint(checkpoint_dir)
-        lay = get_layout(layout or spec.layout)
-        stats = cls.load_stats(checkpoint_dir, lay, config)
+        stats = cls.load_stats(checkpoint_dir, get_layout(layout or spec.layout), config)
+        lay = cls.served_layout(get_layout(layout or spec.layout), stats)
         weights = device_weights(checkpoint_dir, device, cache_root, weights_id, policy, lay, log)
         weights.use_policy(policy)  # its execution settings: the vision towers' per-block fidelity (vit_fork)
         model = build_tt_model(weights, config, lay)
         return cls(config, lay, stats, model, TTRunner(model, traced, num_cqs or spec.tt_num_cqs))
+
+    @staticmethod
+    def served_layout(layout: Layout, stats) -> Layout:
+        """The layout the weights are converted and the model built for: the row as it is, or (N1.6) the row as the
+        checkpoint's files make it (their category id, the image grids of their image chain)."""
+        return layout
+
+    @property
+    def chunk_shape(self) -> tuple[int, int]:
+        """(rows, width) of the served model-space chunk, as the version's reference policy reports it: the action
+        head's horizon and action dim (N1.6 overrides the rows: the tag's horizon)."""
+        h = self.config.action_head
+        return h.action_horizon, h.action_dim
 
     def prepare(self, obs: Observation, *, noise=None, seed: int | None = None,
                 state_dtype: str = "float64") -> PreparedInputs:

@@ -49,6 +49,8 @@ class CacheInfo:
 def cache_key(weights_id: str, policy: TTPolicy, layout: Layout) -> str:
     ttnn_version = importlib.metadata.version("ttnn")
     text = f"{weights_id}|{policy.dtype_policy}|{layout.name}|ttnn-{ttnn_version}|converter-{CONVERTER_VERSION}"
+    if layout.image_grids is not None:  # N1.6: the weights (resized position rows, category rows) follow the files
+        text += f"|grids-{list(layout.image_grids)}|category-{layout.embodiment_id}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

@@ -214,11 +214,15 @@ def unused_tensors(names: list[str], config: Gr00tN16Config) -> list[str]:
 
 def static_grids(config: Gr00tN16Config, layout: Layout,
                  processor: Gr00tN16ProcessorConfig | None = None) -> VisionGeometry:
-    """The patch grids the TT model is built for: every camera's frame of the layout's wire size (GR1 256×256) through
-    the N1.6 image chain (``processor``'s shortest edge and crop fraction; the released defaults when None) → its
-    (h, w) patch grid (GR1 252×252 → 18×18). A tag without a known frame size (unitree_g1) has no static grid."""
+    """The patch grids the TT model is built for: the layout's own ``image_grids`` when it carries them (the TT policy
+    puts there what the checkpoint's processor config gives: ``ttnn_policy_n16.TTGr00tPolicyN16.served_layout``),
+    else every camera's frame of the layout's wire size (GR1 256×256) through the N1.6 image chain (``processor``'s
+    shortest edge and crop fraction; the released defaults when None) → its (h, w) patch grid (GR1 252×252 → 18×18).
+    A tag without a known frame size (unitree_g1) has no static grid."""
     from ..common.preprocessing_n16 import N16ImageChain
 
+    if layout.image_grids is not None:
+        return VisionGeometry(tuple(tuple(g) for g in layout.image_grids), config.backbone.unshuffle_factor)
     hw = layout.wire.image_hw if layout.wire is not None else None
     if hw is None:
         raise ConfigError(f"layout {layout.name!r} has no fixed frame size: the TT model needs static image grids")
@@ -233,7 +237,8 @@ def static_grids(config: Gr00tN16Config, layout: Layout,
 def device_tensors(load: Callable[[str], torch.Tensor], names: list[str], config: Gr00tN16Config,
                    layout: Layout) -> Iterator[tuple[str, torch.Tensor, str]]:
     """Every tensor the N1.6 TT model reads (``weight_layout_n17.device_tensors``' counterpart): the vision tower and
-    connector at the layout's static grids (``static_grids``), the kept Qwen3 layers with the embedding table and
+    connector at the layout's static grids (``static_grids``: the checkpoint's, which the TT policy puts into the
+    layout it converts for), the kept Qwen3 layers with the embedding table and
     the final norm, the action head with the layout's embodiment rows. ``unused_tensors`` lists what is skipped."""
     b = config.backbone
     yield from vision_device_tensors(load, names, b, static_grids(config, layout))

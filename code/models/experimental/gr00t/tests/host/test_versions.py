@@ -56,11 +56,18 @@ def test_a_row_is_either_ported_to_ttnn_or_says_why_not():
     from dataclasses import replace
 
     n16 = get_spec("n16")
-    assert not n16.ttnn and "issue 46" in n16.ttnn_refusal
+    assert all(spec.ttnn for spec in SPECS.values())  # N1.6 is ported too (issue 46)
+    assert (n16.tt_num_cqs, n16.tt_max_batch) == (1, 1) and get_spec("n17").tt_max_batch == 4
+    # the refusal mechanism, for a future version without a port: a row with a reason and no tt_* paths
+    refused = replace(n16, ttnn_refusal="not ported yet", tt_policy_cls=None, tt_model_builder=None,
+                      tt_device_tensors=None, tt_blank_inputs=None)
+    assert not refused.ttnn and refused.ttnn_refusal == "not ported yet"
     with pytest.raises(ValueError, match="TT-NN row"):
-        replace(n16, tt_policy_cls="x:y")  # a half-filled TT-NN row
+        replace(refused, tt_policy_cls="x:y")  # a half-filled TT-NN row
     with pytest.raises(ValueError, match="TT-NN row"):
-        replace(get_spec("n15"), ttnn_refusal="no")
+        replace(n16, tt_blank_inputs=None)  # a TT-NN row missing a path
+    with pytest.raises(ValueError, match="TT-NN row"):
+        replace(get_spec("n15"), ttnn_refusal="no")  # a reason beside a port
     with pytest.raises(ConfigError, match=r"GR00T_EMBODIMENT='droid': version n16 serves \['gr1', 'unitree_g1'"):
         n16.serving("droid")
     assert [n16.demo_dir(lay) for lay in n16.layouts] == ["n16", "n16_unitree_g1", "n16_oxe_widowx"]

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Trace safety of both TT models on the mock P150 (``tt/tools/trace_safety.py``): in ``TTRunner.capture``'s order,
-no stage does host I/O, no stage reads a buffer that is freed later, no stage allocates over a buffer that must
+"""Trace safety of every version's TT model on the mock P150 (``tt/tools/trace_safety.py``): in ``TTRunner.capture``'s
+order, no stage does host I/O, no stage reads a buffer that is freed later, no stage allocates over a buffer that must
 survive its replay (inputs, constants, weights, earlier outputs), and the request path allocates nothing.
 Negative controls show each rule can fail: capturing llm before vision leaves a dangling read, a readback
 inside a stage is host I/O, and an upload that allocates is caught."""
@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from models.experimental.gr00t.common.observation import parse_observation
+from models.experimental.gr00t.common.versions import SPECS
 
 pytestmark = pytest.mark.mock
 
@@ -26,14 +27,17 @@ def build(version: str, checkpoint, device, cache):
     return policy.model, policy.model.host_inputs_for(inputs)
 
 
+TT_VERSIONS = sorted(v for v, spec in SPECS.items() if spec.ttnn)
+
+
 @pytest.fixture(scope="module")
-def models(mock_device, tiny_checkpoint, tiny_checkpoint_n17, tmp_path_factory):
+def models(mock_device, tiny_checkpoints, tmp_path_factory):
+    """Every TT version's model, built through its TT policy (N1.6: the checkpoint's grids, ``served_layout``)."""
     cache = tmp_path_factory.mktemp("tt-cache-safety")
-    return {"n15": build("n15", tiny_checkpoint, mock_device, cache),
-            "n17": build("n17", tiny_checkpoint_n17, mock_device, cache)}
+    return {v: build(v, tiny_checkpoints[v], mock_device, cache) for v in TT_VERSIONS}
 
 
-@pytest.mark.parametrize("version", ["n15", "n17"])
+@pytest.mark.parametrize("version", TT_VERSIONS)
 def test_every_stage_is_trace_safe(models, version):
     from models.experimental.gr00t.tt.runner import STAGES
     from models.experimental.gr00t.tt.tools.trace_safety import check

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Several requests in one call of the TT model (a micro-batching bucket), both versions: every per-request buffer
-gets a leading batch axis, the DiT's cross-attention packs the batch along the key axis with block-diagonal masks
-(its per-head weights take an activation whose batch dims are 1). Proven without a card: the TT module code at
-batch 2 runs with ttnn's golden functions, on two requests that differ in instruction length, state, noise and RTC
-prefix, and every tap of every row equals the same request run alone at batch 1; the same model validates on the
-mock P150. A batch short of its bucket repeats its last request."""
+"""Several requests in one call of the TT model (a micro-batching bucket), every version that builds buckets: every
+per-request buffer gets a leading batch axis, the DiT's cross-attention packs the batch along the key axis with
+block-diagonal masks (its per-head weights take an activation whose batch dims are 1). Proven without a card: the TT
+module code at batch 2 runs with ttnn's golden functions, on two requests that differ in instruction length, state,
+noise and RTC prefix, and every tap of every row equals the same request run alone at batch 1; the same model
+validates on the mock P150. A batch short of its bucket repeats its last request. A version whose TT model runs one
+request per call (N1.6) refuses a bucket."""
 
 from __future__ import annotations
 
@@ -15,13 +16,26 @@ import pytest
 import torch
 
 from models.experimental.gr00t.common.rtc import InpaintPrefix
+from models.experimental.gr00t.common.versions import SPECS
 
 pytestmark = pytest.mark.mock
 
 OTHER_INSTRUCTION = {"n15": "pick up the red cup and put it in the sink", "n17": "Open the top drawer"}
+# the versions whose TT model builds batch buckets (``VersionSpec.tt_max_batch`` > 1); N1.6 runs one request per call
+BATCHED = sorted(v for v, spec in SPECS.items() if spec.ttnn and spec.tt_max_batch > 1)
+SINGLE = sorted(v for v, spec in SPECS.items() if spec.ttnn and spec.tt_max_batch == 1)
 
 
-@pytest.fixture(scope="module", params=["n15", "n17"])
+@pytest.mark.parametrize("version", SINGLE)
+def test_a_version_without_batch_buckets_refuses_one(version, tiny_checkpoints, tiny_policies):
+    """Its TT model refuses batch > 1 when built (the TT backend builds bucket 1 only for it and turns
+    GR00T_MAX_BATCH > 1 off with the reason: ``gr00t_p150/tests/test_ttnn_mock.py``)."""
+    ref = tiny_policies[version]
+    with pytest.raises(ValueError, match="one request per call"):
+        golden(tiny_checkpoints[version], ref, 2)
+
+
+@pytest.fixture(scope="module", params=BATCHED)
 def case(request, tiny_checkpoints):
     """(version, checkpoint, reference policy, two requests' prepared inputs: the demo one, and one with another
     instruction (another prompt length), state, noise and an RTC prefix)."""

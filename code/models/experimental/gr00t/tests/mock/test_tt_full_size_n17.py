@@ -21,7 +21,7 @@ import torch
 
 from models.experimental.gr00t.common.configs_n17 import Gr00tN17Config
 
-from .tt_expect import mock_tensor
+from .tt_expect import mock_tensor, stage_calltraces
 
 pytestmark = [pytest.mark.mock, pytest.mark.slow]
 
@@ -168,7 +168,6 @@ def test_full_size_n17_action_head_runs_on_the_mock_p150(mock_device):
 def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     import ttnn
 
-    from models.experimental.gr00t.tt.runner import STAGES
     from models.experimental.gr00t.tt.tools.stage_sheet import allocated_model, demo_host_inputs
 
     from .tt_expect import checked_sheet, expected_attention_calls_n17, expected_norm_calls_n17
@@ -178,13 +177,7 @@ def test_full_size_n17_model_runs_stage_by_stage_and_is_trace_safe(mock_device):
     host = demo_host_inputs(model, config, layout)
     model.write_inputs(host)
     built = time.perf_counter() - t0
-    census, taps = {}, {}
-    before = mock_device.num_program_cache_entries()
-    for stage in STAGES:
-        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
-        getattr(model, stage)(taps)
-        census[stage] = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
-    programs = mock_device.num_program_cache_entries() - before
+    census, programs, taps = stage_calltraces(model, mock_device)
     sdpa = {s: calls.count("ttnn.transformer.scaled_dot_product_attention") for s, calls in census.items()}
     b, h = config.backbone, config.action_head
     assert sdpa == {"vision": b.vision.depth, "llm": b.select_layer, "adapter": h.vl_self_attention.num_layers,

@@ -229,6 +229,33 @@ def test_long_activation_matmul_configs(mock_device, m, k, n, act, want):
     assert linear_on_mock(mock_device, m, k, n, act) == ((1, m, n), 1)
 
 
+@pytest.mark.parametrize("m, k, n, act, want", [
+    # (in0_block_w, per_core_M, per_core_N, out_subblock_h, out_subblock_w), cores; None: not the mid rule's
+    (81, 4608, 2048, None, ((16, 3, 1, 3, 1), 64)),  # N1.6's connector over GR1's 81 tokens: 64 cores, not 39
+    (108, 4608, 2048, None, ((16, 4, 1, 4, 1), 64)),  # a G1 frame's 108 tokens: 64 cores, not 52
+    (128, 1536, 6144, "gelu_tanh", ((16, 4, 2, 2, 2), 96)),  # a batch-2 DiT FF1 (2 × 64 rows), GELU fused
+    (96, 64, 96, None, None),  # tiny: the 2-D layout reaches 9 cores, the 1-D one 3
+    (64, 1536, 6144, None, None),  # short: ``short_m_config``'s
+    (224, 2048, 2048, None, None),  # long: ``long_m_config``'s
+])
+def test_mid_activation_matmul_configs(mock_device, m, k, n, act, want):
+    """The 1-D rule of ``matmul_configs.mid_m_config`` for 3–4 tile rows where it reaches more cores than the 2-D
+    one, and the mock P150 accepting whatever ``matmul_config`` picks through ``linear`` as one program."""
+    import math
+
+    from models.experimental.gr00t.tt.matmul_configs import TILE, mid_m_config
+
+    config = mid_m_config(m, k, n, act)
+    if want is None:
+        assert config is None
+    else:
+        got = (config.in0_block_w, config.per_core_M, config.per_core_N, config.out_subblock_h,
+               config.out_subblock_w)
+        assert (got, math.ceil(math.ceil(n / TILE) / config.per_core_N)) == want
+        assert config.mcast_in0 and (config.fused_activation is not None) == (act is not None)
+    assert linear_on_mock(mock_device, m, k, n, act) == ((1, m, n), 1)
+
+
 @pytest.mark.parametrize("q_rows, kv_rows, want", [
     (384, 384, (128, 128)),  # Qwen3 at S = 384: the audit's accepted 128/128
     (512, 512, (128, 128)),  # Qwen3-VL text

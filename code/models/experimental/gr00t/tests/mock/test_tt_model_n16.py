@@ -171,6 +171,41 @@ def test_a_missing_final_norm_would_be_caught(golden, reference):
     assert min(rel[k] for k in ("backbone_features", *HEAD_TAPS)) > CAUGHT, rel
 
 
+def test_the_splice_multiplies_tile_aligned_zero_padding(golden, reference):
+    """The placement matmul's inner dimension is the image-token count tile-padded (GR1 81 → 96), so the device
+    multiplies no tile-padding row of the tokens (on a card those may hold anything, NaN included: 0 × NaN = NaN):
+    the tokens reach the matmul as 96 rows whose last 15 are exact zeros, and the placement's columns 81 … 95 are
+    zero. Here the tokens' padding rows are poisoned with NaN after the pad to show that the product would then be
+    NaN (the padding really is multiplied), and that the real splice stays finite."""
+    _, [(inputs, _), _] = reference
+    model = golden[0]
+    s = model.shapes
+    assert (s.image_tokens, s.placement_k) == (81, 96) and s.placement_k % 32 == 0
+    seen = {}
+    with model.execution() as shim:
+        host = model.host_tensors_for(inputs)
+        assert tuple(host["placement"].shape) == (1, s.seq_len, 96) and not host["placement"][..., 81:].any()
+        assert host["placement"].sum() == 81  # one 1 per image token
+        tokens = torch.randn(1, 81, model.config.backbone.text.hidden_size)
+        matmul = shim.matmul
+
+        def recording(a, b, *args, **kwargs):
+            seen["a"], seen["b"] = a.clone(), b.clone()
+            return matmul(a, b, *args, **kwargs)
+
+        shim.matmul = recording
+        try:
+            ids = host["input_ids"].to(torch.int64)
+            clean = model.model.splice(ids, host["placement"], tokens)
+        finally:
+            shim.matmul = matmul
+    assert tuple(seen["b"].shape) == (1, 96, tokens.shape[-1]) and not seen["b"][:, 81:].any()
+    assert torch.equal(seen["b"][:, :81], tokens) and torch.isfinite(clean).all()
+    poisoned = seen["b"].clone()
+    poisoned[:, 81:] = float("nan")
+    assert torch.isnan(seen["a"] @ poisoned).any()  # unpadded garbage rows would reach the output
+
+
 def test_inputs_off_the_static_geometry_are_refused(golden, reference):
     ref, [(i, _), _] = reference
     model = golden[0]
@@ -221,29 +256,16 @@ def mock_forward(mock_model, reference, mock_device):
     return captured_forward(mock_model, mock_device)
 
 
-def expected_layer_ops_n16(config) -> dict[str, int]:
-    """SDPA, LayerNorm, RMSNorm and embedding calls of one N1.6 forward, from the config: SigLIP2 layers + kept
-    Qwen3 layers + DiT × Euler steps (no VL self-attention); the tower's pre-norms, post_layernorm, mlp1's
-    LayerNorm, vlln, and per step every DiT block's two norms + norm_out; Qwen3's four norms per layer + the final
-    norm; one embedding lookup."""
-    b, h = config.backbone, config.action_head
-    steps = h.num_inference_timesteps
-    return {"transformer.scaled_dot_product_attention": b.vision.num_hidden_layers + b.select_layer
-            + h.dit.num_layers * steps,
-            "layer_norm": 2 * b.vision.num_hidden_layers + 2 + 1 + steps * (2 * h.dit.num_layers + 1),
-            "rms_norm": 4 * b.select_layer + 1, "embedding": 1}
-
-
 def test_the_n16_model_runs_on_the_mock_p150(mock_forward, mock_model, mock_device):
     """Every op validated and compiled, the op graph the config implies, static stage outputs in DRAM, every
     weight read, no program rebuilt by a second forward."""
     import ttnn
 
-    from .tt_expect import assert_static_taps_in_dram, layer_ops
+    from .tt_expect import assert_static_taps_in_dram, expected_layer_ops, layer_ops
 
     taps, calls, _ = mock_forward
     c, s = mock_model.config, mock_model.shapes
-    assert layer_ops(calls) == expected_layer_ops_n16(c)
+    assert layer_ops(calls) == expected_layer_ops(c)
     d = c.backbone.text.hidden_size
     assert_static_taps_in_dram(taps, {
         "image_tokens": ((1, 81, d), ttnn.bfloat16), "backbone_features": ((1, 224, d), ttnn.bfloat16),
@@ -285,3 +307,41 @@ def test_every_n16_stage_is_trace_safe(mock_model, reference):
     assert list(report.stages) == list(STAGES)
     read = set().union(*(g.read for g in report.stages.values()))
     assert {t.buffer_address() for t in mock_model.inputs.values()} <= read
+
+
+def test_the_tt_policy_builds_for_the_checkpoints_own_image_chain(mock_device, checkpoint, tmp_path):
+    """The static image grids come from the checkpoint's processor config, not from defaults: with
+    ``shortest_image_edge`` 224 a 256×256 GR1 frame lands on 224×224 (16×16 patches, 64 tokens), and the TT policy
+    (``served_layout`` → ``Layout.image_grids`` → the weight rules, the cache key and ``StaticShapesN16``) builds for
+    exactly what its own ``prepare`` produces; the default checkpoint keeps 18×18."""
+    import json
+    import shutil
+
+    from models.experimental.gr00t.common.demo import load_demo_request
+    from models.experimental.gr00t.common.inputs_n16 import N16Host
+    from models.experimental.gr00t.common.layouts import N16_LAYOUTS
+    from models.experimental.gr00t.common.observation import parse_observation
+    from models.experimental.gr00t.tt.policy import TTPolicy
+    from models.experimental.gr00t.tt.ttnn_policy_n16 import TTGr00tPolicyN16
+    from models.experimental.gr00t.tt.weight_cache import cache_key
+
+    other = tmp_path / "n16-edge224"
+    shutil.copytree(checkpoint, other)
+    processor = json.loads((other / "processor_config.json").read_text())
+    processor["processor_kwargs"]["shortest_image_edge"] = 224
+    (other / "processor_config.json").write_text(json.dumps(processor))
+    row = N16_LAYOUTS["gr1"]
+    layouts = {name: TTGr00tPolicyN16.served_layout(row, N16Host.from_checkpoint(path, row))
+               for name, path in (("default", checkpoint), ("edge224", other))}
+    assert {k: v.image_grids for k, v in layouts.items()} == {"default": ((18, 18),), "edge224": ((16, 16),)}
+    assert len({cache_key("same-weights", TTPolicy(), lay) for lay in layouts.values()}) == 2
+
+    policy = TTGr00tPolicyN16.build(other, mock_device, cache_root=tmp_path / "cache", weights_id="edge224",
+                                    traced=False, num_cqs=1, log=lambda _: None)
+    assert policy.model.shapes.grids == ((16, 16),) and policy.model.shapes.image_tokens == 64
+    assert policy.layout.image_grids == ((16, 16),) and policy.chunk_shape == (16, 128)
+    request = load_demo_request("n16")
+    inputs = policy.prepare(parse_observation(request, policy.layout), noise=request["noise"])
+    assert tuple(inputs.pixel_values.shape) == (1, 3, 224, 224)
+    policy.model.write_inputs(policy.model.host_inputs_for(inputs))  # fits the static geometry
+    policy.model.forward()

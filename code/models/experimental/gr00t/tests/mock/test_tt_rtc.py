@@ -3,7 +3,8 @@
 TT module code (its RTC inputs written like any request's, ``where`` selects in the denoise stage) runs with
 ttnn's golden functions (``tt/tools/golden_ops.py``) and must reproduce the reference at every Euler step, freeze
 the prefix rows exactly, and follow the reference through a 10-chunk rollout planned by the server's own RTC
-code. Both versions: N1.5 (absolute actions) and N1.7 (relative actions, re-expressed against each new state)."""
+code. Every TT version: N1.5 (absolute actions), N1.6 and N1.7 (relative actions, re-expressed against each new
+state)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 
 from models.experimental.gr00t.common.quality import max_abs_diff
 from models.experimental.gr00t.common.rtc import InpaintPrefix
+from models.experimental.gr00t.common.versions import SPECS
 
 from .tt_expect import reference_case
 
@@ -25,7 +27,7 @@ STEP_TAPS = ("velocity_0", "velocity_1", "velocity_2", "velocity_3", "action_pre
 FROZEN = 5  # rows of the previous chunk the new one must start with
 
 
-@pytest.fixture(scope="module", params=["n15", "n17"])
+@pytest.fixture(scope="module", params=sorted(v for v, spec in SPECS.items() if spec.ttnn))
 def case(request, tiny_checkpoints):
     version = request.param
     checkpoint = tiny_checkpoints[version]
@@ -134,7 +136,9 @@ class _GoldenTT:
                 return cls.infer(self, inputs, None)  # no clock: its device syncs are real ttnn calls
 
         golden_cls = type(f"Golden{cls.__name__}", (cls,), {"infer": infer})
-        return golden_cls(ref.config, ref.layout, ref.stats, model, TTRunner(model, traced=False))
+        stats = cls.load_stats(ref.checkpoint_dir, ref.layout, ref.config)  # as ``build`` reads them (N1.6: N16Host)
+        return golden_cls(ref.config, cls.served_layout(ref.layout, stats), stats, model,
+                          TTRunner(model, traced=False))
 
 
 def test_a_ten_chunk_rollout_follows_the_reference(mock_device, case):

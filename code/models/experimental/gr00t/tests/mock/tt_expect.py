@@ -42,7 +42,23 @@ def expected_norm_calls_n17(config) -> Counter:
     return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
 
 
+def expected_attention_calls_n16(config) -> int:
+    """N1.6: SigLIP2 layers + kept Qwen3 layers + AlternateVLDiT × Euler steps (no VL self-attention)."""
+    b, h = config.backbone, config.action_head
+    return b.vision.num_hidden_layers + b.select_layer + h.dit.num_layers * h.num_inference_timesteps
+
+
+def expected_norm_calls_n16(config) -> Counter:
+    b, h = config.backbone, config.action_head
+    layer_norms = (2 * b.vision.num_hidden_layers + 1 + 1  # SigLIP2 pre-norms + post_layernorm, mlp1's LayerNorm
+                   + 1  # vlln (no adapter blocks)
+                   + h.num_inference_timesteps * (2 * h.dit.num_layers + 1))  # DiT norm1/norm3 + norm_out per step
+    rms_norms = 4 * b.select_layer + 1  # input/post-attention + per-head q/k norms, the final norm N1.6 applies
+    return Counter({"layer_norm": layer_norms, "rms_norm": rms_norms})
+
+
 EXPECTED_LAYER_CALLS = {"n15": (expected_attention_calls, expected_norm_calls),
+                        "n16": (expected_attention_calls_n16, expected_norm_calls_n16),
                         "n17": (expected_attention_calls_n17, expected_norm_calls_n17)}
 LAYER_OPS = ("transformer.scaled_dot_product_attention", "layer_norm", "rms_norm", "embedding")
 
@@ -72,16 +88,19 @@ def expected_layer_ops(config) -> dict[str, int]:
 # (actions first, the Euler state kept at the DiT's padded rows: one addcmul per step instead of an add, a 4-part
 # concat and a slice; +1 adapter program for the per-request base) took N1.5 to 1,221 and N1.7 to 2,000; RTC's
 # inpainting inside the denoise trace (one ``where`` before each Euler step after the first and one after the last:
-# +4) took N1.5 to 1,225 and N1.7 to 2,004. Lower a budget when a rewrite lowers the count.
+# +4) took N1.5 to 1,225 and N1.7 to 2,004. N1.6 (GR1: 352 patch rows, a 224-row prompt, N1.7's AlternateVLDiT
+# without VL self-attention) entered at 1,904 (``test_tt_full_size_n16.py``). Lower a budget when a rewrite lowers
+# the count.
 PROGRAM_BUDGETS = {
     "n15": {"vision": 274, "llm": 203, "adapter": 60, "denoise": 688},
+    "n16": {"vision": 279, "llm": 261, "adapter": 36, "denoise": 1328},
     "n17": {"vision": 334, "llm": 266, "adapter": 76, "denoise": 1328},
 }
 
 
 # A micro-batching bucket runs the same op graph on B rows, except N1.7's vision tower, which runs once per request
 # (``TtGr00tN17.vision``) and adds a slice per request and a concat per output (the tokens and each DeepStack feature).
-VISION_PER_REQUEST = {"n15": False, "n17": True}
+VISION_PER_REQUEST = {"n15": False, "n16": False, "n17": True}  # N1.6 builds batch 1 only (``tt_max_batch``)
 
 
 def bucket_budgets(config, batch: int = 1) -> dict[str, int]:
@@ -231,3 +250,19 @@ def assert_each_stage_reads_its_declared_inputs(model) -> None:
             assert model.inputs.read == set(declared), stage
     finally:
         model.inputs = saved
+
+
+def stage_calltraces(model, device) -> tuple[dict[str, list[str]], int, dict]:
+    """({stage: the ttnn calls of one pass of it}, programs compiled meanwhile, the taps) of one forward of ``model``,
+    stage by stage under graph capture (its inputs written already)."""
+    import ttnn
+
+    from models.experimental.gr00t.tt.ttnn_gr00t import STAGES
+
+    census, taps = {}, {}
+    before = device.num_program_cache_entries()
+    for stage in STAGES:
+        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
+        getattr(model, stage)(taps)
+        census[stage] = ttnn.graph.extract_calltrace(ttnn.graph.end_graph_capture())
+    return census, device.num_program_cache_entries() - before, taps

@@ -36,6 +36,9 @@ REFERENCE_TAPS = {"n15": reference_taps_n15, "n17": reference_taps_n17}
 @pytest.fixture(scope="module", params=[v for v, spec in SPECS.items() if spec.ttnn])  # the TT-NN port's versions
 def reference(request):
     version = request.param
+    if version not in GATES:  # N1.6: ported (issue 46), but no published device figures to gate its stages against
+        pytest.skip(f"{version}: no real-card stage gate table yet (no published package figures); its data flow is "
+                    "checked on the golden model (tests/mock/test_tt_model_n16.py)")
     checkpoint = checkpoint_for(version)
     ref = load(get_spec(version).policy_cls).from_checkpoint(checkpoint)
     obs, _, noise = observations(ref.layout)

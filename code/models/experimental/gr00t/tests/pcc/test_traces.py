@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The four Metal traces of both versions on a p150a (skips without one): traced == untraced bit for bit, five
+"""The four Metal traces of every version on a p150a (skips without one): traced == untraced bit for bit, five
 replays bit-identical, alternating observations A → B → A give A's answer again (no state leaks between
 requests through the persistent buffers), and the two-command-queue runner equals the one-queue runner bit for
 bit (the published N1.7 package runs 2 CQs)."""
@@ -12,7 +12,7 @@ import torch
 from models.experimental.gr00t.tests.device_fixtures import build_policy, checkpoint_for, observations
 
 
-@pytest.fixture(scope="module", params=["n15", "n17"])
+@pytest.fixture(scope="module", params=["n15", "n16", "n17"])
 def inputs_ab(request, p150, tt_cache_root):
     version = request.param
     checkpoint = checkpoint_for(version)

@@ -181,8 +181,12 @@ def golden_ttnn(precision: str = "fp32"):
             out = out.squeeze(0)
         return _round(out) if device else out
 
-    def matmul(a, b, transpose_a=False, transpose_b=False, *, compute_kernel_config=None, **kwargs):
-        """ttnn's matmul golden (``a @ b``; no fused activation in the port), at its config's fidelity."""
+    def matmul(a, b, transpose_a=False, transpose_b=False, *, compute_kernel_config=None, program_config=None,
+               **kwargs):
+        """ttnn's matmul golden (``a @ b``; no fused activation in the port: a ``program_config`` only places the
+        work, so it is refused when it fuses one), at its config's fidelity."""
+        if getattr(program_config, "fused_activation", None) is not None:
+            raise TypeError("golden matmul: a program config with a fused activation")
         if set(kwargs) - {"memory_config", "dtype"}:
             raise TypeError(f"golden matmul: unsupported arguments {sorted(kwargs)}")
         out = product(a, b, compute_kernel_config, transpose_a, transpose_b)
@@ -232,7 +236,8 @@ def golden_ttnn(precision: str = "fp32"):
         linear=linear, matmul=matmul,
         **{name: golden(getattr(ttnn, name)) for name in ("layer_norm", "rms_norm", "gelu",
                                                           "permute", "reshape", "add", "mul", "multiply", "silu",
-                                                          "relu", "embedding", "slice", "concat", "addcmul", "where")},
+                                                          "relu", "embedding", "slice", "concat", "addcmul", "where",
+                                                          "pad")},
         experimental=_Namespace(rotary_embedding_hf=rotary_embedding_hf),
         transformer=_Namespace(scaled_dot_product_attention=sdpa, **{name: golden(getattr(ttnn.transformer, name))
                                                                      for name in ("concatenate_heads",
