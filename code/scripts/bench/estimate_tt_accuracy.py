@@ -12,21 +12,24 @@ functions (``tt/tools/golden_ops.py``), in two device models:
   ``tt/policy.py`` (``vit_fork`` on, the default), HiFi4 elsewhere.
 The fp32 reference runs on the same inputs. Reported: PCC and max |d| of the normalised chunk (its valid
 dims) and of each action group (physical units; N1.7: the absolute actions composed onto the request's
-state), and PCC of the stage taps, with the gates they answer to.
+state), and PCC of the stage taps, with the gates they answer to. N1.6 has no stage gate table (no published
+gate file, no device run): its taps (image tokens, backbone features, vl_embs, first velocity, action_pred) are
+reported without pass/fail, and only the boot gate (chunk and action-group PCC, version-independent) is judged.
 
 ``--fidelity SPEC ...`` searches the vision tower's per-block fidelity instead: each candidate (a
 ``tt/policy.fidelity_of`` spec, e.g. ``HiFi4``, ``HiFi2``, ``HiFi3:0-5,HiFi2``) runs under ``device_fidelity`` on
 one model (the first of ``--policies``), the backbone once and the denoise per seed. Each is held to the boot gate
 (normalised chunk PCC >= GR00T_WARMUP_PCC_MIN's default 0.999, every action group whose reference spread exceeds
 SERVE_GROUP_SPREAD_MIN at SERVE_GROUP_PCC_MIN) and to the p150a stage gates of ``common/quality.py`` that the
-vision tower feeds (N1.5 ``vit_block_first``, N1.7 ``deepstack_0``); ``budget`` is the largest share of a gate's
+vision tower feeds (N1.5 ``vit_block_first``, N1.7 ``deepstack_0``; N1.6: none, the boot gate only, and its
+Eagle3 tower has no tuned table: its default is HiFi4 throughout); ``budget`` is the largest share of a gate's
 1 - PCC allowance used, over seeds (<= 0.5 is the margin asked for).
 
 THIS IS AN ESTIMATE, not a device measurement, and a lower bound on the error: it does not model the SFPU
 approximations (``math_approx_mode``), SDPA's internal formats, the packer's rounding, or real-checkpoint
 outliers. Random synthetic weights, not a policy.
 
-    estimate_tt_accuracy.py [--version n15|n17] [--scale full|tiny] [--seeds 0 1 2] [--policies mixed_dit bf16]
+    estimate_tt_accuracy.py [--version n15|n16|n17] [--scale full|tiny] [--seeds 0 1 2] [--policies mixed_dit bf16]
                             [--fidelity SPEC ...] [--json out.json]
 """
 
@@ -47,17 +50,23 @@ from models.experimental.gr00t.common.cli import run_cli
 from models.experimental.gr00t.tt.tools.mock_runtime import cluster_description_env
 
 TAPS = {"n15": ("vision_features", "backbone_features", "vl_embs", "velocity_0", "action_pred"),
+        "n16": ("image_tokens", "backbone_features", "vl_embs", "velocity_0", "action_pred"),
         "n17": ("vision_embeds", "backbone_features", "vl_embs", "velocity_0", "action_pred")}
 PRECISIONS = ("device", "device_fidelity")
-TOWER = {"n15": "siglip", "n17": "qwen3vl"}  # the vision tower whose per-block fidelity ``--fidelity`` searches
+# the vision tower whose per-block fidelity ``--fidelity`` searches
+TOWER = {"n15": "siglip", "n16": "eagle3", "n17": "qwen3vl"}
 WARMUP_PCC_MIN = 0.999  # the boot gate's chunk PCC floor (GR00T_WARMUP_PCC_MIN's default, server/settings.py)
+VERBATIM_FIDELITY = "HiFi4"  # a tower without a tuned table (``tt/policy.VIT_FORK_FIDELITY``) runs its blocks at HiFi4
+STAGE_GATES_NOTE = {"n16": "no N1.6 stage PCC gates exist (no published gate file, no device run; common/quality.py "
+                           "has none): the taps are reported without pass/fail; only the boot gate (chunk PCC, "
+                           "action groups) is judged"}
 
 
 def stage_gates(version: str) -> dict[str, float]:
     """The p150a stage gates (``common/quality.py``) on the taps the vision fidelity reaches, by tap name."""
     from models.experimental.gr00t.common.quality import TT_STAGE_PCC_GATES, TT_STAGE_PCC_GATES_N17
 
-    gates = {"n15": TT_STAGE_PCC_GATES, "n17": TT_STAGE_PCC_GATES_N17}[version]
+    gates = {"n15": TT_STAGE_PCC_GATES, "n16": {}, "n17": TT_STAGE_PCC_GATES_N17}[version]
     return {k: v for k, v in gates.items() if k != "action_pred"}
 
 
@@ -65,8 +74,18 @@ def reference_taps(version: str, ref, inputs) -> dict:
     """The fp32 reference's taps, with the gated intermediate ones (first vision block, DeepStack, first LLM layer)."""
     from models.experimental.gr00t.tests import device_fixtures
 
-    taps = {"n15": device_fixtures.reference_taps_n15, "n17": device_fixtures.reference_taps_n17}[version]
+    taps = {"n15": device_fixtures.reference_taps_n15, "n16": reference_taps_n16,
+            "n17": device_fixtures.reference_taps_n17}[version]
     return taps(ref, inputs)
+
+
+def reference_taps_n16(ref, inputs) -> dict:
+    """The fp32 reference's taps for N1.6: ``infer``'s stage boundaries (no gated intermediate tap to add)."""
+    import torch
+
+    with torch.inference_mode():
+        taps = ref.infer(inputs)
+    return {k: v.float() for k, v in taps.items() if isinstance(v, torch.Tensor)}
 
 
 def budget_used(pcc_value: float, gate: float) -> float:
@@ -113,12 +132,13 @@ def run_cases(model, cases, finish, layout, tap_names, seq_len, backbone_once: b
                     "action_pred", "euler_state")}
         chunk_tt, act_tt = finish(got["action_pred"].float(), inputs)
         chunk_ref, act_ref = finish(want["action_pred"], inputs)
-        taps = {}
+        taps, taps_max = {}, {}
         for tap in tap_names:
             g, w = got[tap].float(), want[tap]
             if g.ndim == 3 and g.shape[1] > seq_len and w.shape[-2] == seq_len:
                 g = g[:, :seq_len]
             taps[tap] = round(pcc(g.reshape(w.shape).numpy(), w.numpy()), 6)
+            taps_max[tap] = round(max_abs_diff(g.reshape(w.shape).numpy(), w.numpy()), 5)
         valid = sum(d for _, d in layout.action_groups)
         rows.append({
             "seed": seed,
@@ -127,14 +147,14 @@ def run_cases(model, cases, finish, layout, tap_names, seq_len, backbone_once: b
             "groups": {k: {"pcc": round(pcc(act_tt[k], act_ref[k]), 6),
                            "max_abs": round(max_abs_diff(act_tt[k], act_ref[k]), 5),
                            "spread": round(float(np.ptp(act_ref[k])), 4)} for k in layout.action_keys},
-            "taps_pcc": taps,
+            "taps_pcc": taps, "taps_max_abs": taps_max,
         })
     return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", default="n15", choices=["n15", "n17"])
+    ap.add_argument("--version", default="n15", choices=["n15", "n16", "n17"])
     ap.add_argument("--scale", default="full", choices=["tiny", "full"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="initial-noise seeds (demo observation)")
     ap.add_argument("--policies", nargs="+", default=["mixed_dit", "bf16"], choices=["mixed_dit", "bf16"])
@@ -207,8 +227,9 @@ def main() -> int:
                    "conversion, bf16 activations; device_fidelity adds each matmul's math fidelity, emulated "
                    "exactly); not a device measurement; random synthetic weights",
            "version": version, "scale": args.scale, "seq_len": int(seq_len), "seeds": args.seeds,
-           "vision_fidelity_default": TTPolicy().vision_fidelity()[TOWER[version]],
+           "vision_fidelity_default": TTPolicy().vision_fidelity().get(TOWER[version], VERBATIM_FIDELITY),
            "gates": {"chunk_pcc_min": WARMUP_PCC_MIN, **gates},
+           **({"stage_gates_note": STAGE_GATES_NOTE[version]} if version in STAGE_GATES_NOTE else {}),
            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                        "python": platform.python_version(), "torch": torch.__version__},
            "peak_rss_gib": round(peak_rss_gib(), 2), "policies": results, "gate_reports": gate_reports}
@@ -225,8 +246,11 @@ def main() -> int:
         line += "  ".join(f"{med(lambda r, k=k: r['groups'][k]['pcc']):>14.6f}/"
                           f"{med(lambda r, k=k: r['groups'][k]['max_abs']):<9.4f}" for k in keys)
         print(line)
-        print(f"{'':<{width}}taps pcc: " + ", ".join(f"{t} {med(lambda r, t=t: r['taps_pcc'][t]):.6f}"
-                                                     for t in tap_names))
+        print(f"{'':<{width}}taps pcc/max|d|: " + ", ".join(
+            f"{t} {med(lambda r, t=t: r['taps_pcc'][t]):.6f}/{med(lambda r, t=t: r['taps_max_abs'][t]):.4f}"
+            for t in tap_names))
+    if version in STAGE_GATES_NOTE:
+        print(f"note: {STAGE_GATES_NOTE[version]}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
