@@ -29,7 +29,7 @@ from models.experimental.gr00t.common.timing import Stopwatch
 from models.experimental.gr00t.tests.device_fixtures import build_policy, checkpoint_for, observations
 
 BUDGET_MS = 250.0
-PUBLISHED_MS = {"n15": 43.4, "n17": 62.8}
+PUBLISHED_MS = {"n15": 43.4, "n17": 62.8}  # the published packages' p150a figures (none for N1.6)
 # The roofline sheets (``code/scripts/bench/tt_roofline.py``, from the mock): a stage slower than 3× its floor is named.
 ROOFLINE = Path(__file__).resolve().parents[6] / "benchmarks" / "results"
 OVER_FLOOR = 3.0
@@ -46,7 +46,7 @@ def over_floor(breakdown: dict[str, float], floors: dict[str, float]) -> dict[st
             if s in breakdown and breakdown[s] > OVER_FLOOR * f}
 
 
-@pytest.mark.parametrize("version, num_cqs", [("n15", 1), ("n17", 1), ("n17", 2)])
+@pytest.mark.parametrize("version, num_cqs", [("n15", 1), ("n16", 1), ("n17", 1), ("n17", 2)])
 def test_traced_end_to_end_latency(p150, tt_cache_root, version, num_cqs):
     checkpoint = checkpoint_for(version)
     policy = build_policy(p150, checkpoint, tt_cache_root, traced=True, version=version, num_cqs=num_cqs)
@@ -79,7 +79,7 @@ def test_traced_end_to_end_latency(p150, tt_cache_root, version, num_cqs):
                       "readback + decode)",
               "weights": str(checkpoint), "n": n, "median_ms": statistics.median(totals),
               "p90_ms": sorted(totals)[int(0.9 * (n - 1))], "min_ms": min(totals), "per_stage_median_ms": breakdown,
-              "published_target_ms": PUBLISHED_MS[version],
+              "published_target_ms": PUBLISHED_MS.get(version),
               "roofline_floor_ms": floors, "above_3x_floor": slow}
     print(json.dumps(result, indent=1))
     if os.environ.get("GR00T_DEVICE_REPORT"):
