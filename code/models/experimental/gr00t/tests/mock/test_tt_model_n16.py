@@ -17,7 +17,7 @@ import torch
 from models.experimental.gr00t.common.errors import InputError
 from models.experimental.gr00t.common.quality import max_abs_diff
 
-from .tt_expect import assert_each_stage_reads_its_declared_inputs, reference_case, tap_pairs
+from .tt_expect import assert_each_stage_reads_its_declared_inputs, reference_case, run_golden, tap_pairs
 
 pytestmark = pytest.mark.mock
 
@@ -75,18 +75,6 @@ def golden(checkpoint, reference):
     return GoldenModel(model, "fp32", w), read, list(ckpt.names)
 
 
-def run(model, inputs, mutate=None) -> dict:
-    """Every tap of one forward over ``inputs`` (``mutate`` edits the host tensors first)."""
-    with model.execution():
-        host = model.host_inputs_for(inputs)
-        if mutate:
-            mutate(host)
-        model.write_inputs(host)
-        taps = {}
-        model.forward(taps)
-    return taps
-
-
 def relative(tt: dict, taps: dict, seq_len: int) -> dict[str, float]:
     """max |TT − reference| / the reference tap's peak |x|, per tap."""
     return {name: max_abs_diff(got.numpy(), want.numpy()) / max(float(want.abs().max()), 1e-12)
@@ -113,7 +101,7 @@ def test_the_n16_tt_data_flow_equals_the_fp32_reference_for_two_instruction_leng
     assert image_rows(long_, ref)[0] > image_rows(short, ref)[0]  # the image rows moved with the instruction
     for inputs, taps in cases:
         s = inputs.input_ids.shape[1]
-        rel = relative(run(model, inputs), taps, s)
+        rel = relative(run_golden(model, inputs), taps, s)
         print(f"golden N1.6 TT data flow vs fp32 reference (S = {s}, image rows from {image_rows(inputs, ref)[0]}), "
               "max |d| / peak:", ", ".join(f"{k} {v:.1e}" for k, v in rel.items()))
         assert max(rel.values()) < TOLERANCE, rel
@@ -147,7 +135,7 @@ NEGATIVE = {"swapped text / image masks": (swap_masks, HEAD_TAPS, BACKBONE_TAPS)
 def test_wrong_host_inputs_would_be_caught(golden, reference, case):
     mutate, broken, intact = NEGATIVE[case]
     _, [(inputs, taps), _] = reference
-    rel = relative(run(golden[0], inputs, mutate), taps, inputs.input_ids.shape[1])
+    rel = relative(run_golden(golden[0], inputs, mutate), taps, inputs.input_ids.shape[1])
     print(f"{case}: max |d| / peak", {k: f"{v:.1e}" for k, v in rel.items()})
     assert max(rel[k] for k in intact) < TOLERANCE, rel
     assert min(rel[k] for k in broken) > CAUGHT, rel
@@ -163,7 +151,7 @@ def test_a_missing_final_norm_would_be_caught(golden, reference):
                 x = q.layer(x, i)
             return x
         model.qwen3 = no_norm
-        rel = relative(run(golden[0], inputs), taps, inputs.input_ids.shape[1])
+        rel = relative(run_golden(golden[0], inputs), taps, inputs.input_ids.shape[1])
     finally:
         model.qwen3 = q
     print("no final norm: max |d| / peak", {k: f"{v:.1e}" for k, v in rel.items()})

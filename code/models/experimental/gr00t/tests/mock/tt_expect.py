@@ -206,7 +206,11 @@ def golden_taps(checkpoint, ref, inputs, precision: str = "fp32", mutate=None) -
     from models.experimental.gr00t.common.checkpoint import LazyCheckpoint
     from models.experimental.gr00t.tt.tools.golden_ops import golden_tt_model
 
-    model = golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, precision)
+    return run_golden(golden_tt_model(LazyCheckpoint(checkpoint), ref.config, ref.layout, precision), inputs, mutate)
+
+
+def run_golden(model, inputs, mutate=None) -> dict:
+    """Every tap of one forward of a golden TT ``model`` over ``inputs`` (``mutate`` edits the host tensors first)."""
     with model.execution():
         host = model.host_inputs_for(inputs)
         if mutate:
